@@ -1,0 +1,29 @@
+"""Algorithms: one file each, built from networks and optimizers, returning typed stats.
+
+Off-policy: :class:`DQN`, :class:`DDPG`, :class:`TD3`, :class:`SAC`. Each has a frozen config
+dataclass, ``from_spaces(observation_space, action_space, config, device=...)``,
+``act(obs, *, deterministic)``, ``update(batch) -> XStats``, ``state_dict()`` and
+``load_state_dict()``; none holds an env, a buffer or a logger.
+"""
+
+from rlcore.algos.common import OffPolicyAlgorithm
+from rlcore.algos.ddpg import DDPG, DDPGConfig, DDPGStats
+from rlcore.algos.dqn import DQN, DQNConfig, DQNStats
+from rlcore.algos.sac import SAC, SACConfig, SACStats
+from rlcore.algos.td3 import TD3, TD3Config, TD3Stats
+
+__all__ = [
+    "DDPG",
+    "DQN",
+    "SAC",
+    "TD3",
+    "DDPGConfig",
+    "DDPGStats",
+    "DQNConfig",
+    "DQNStats",
+    "OffPolicyAlgorithm",
+    "SACConfig",
+    "SACStats",
+    "TD3Config",
+    "TD3Stats",
+]

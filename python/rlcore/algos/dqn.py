@@ -1,0 +1,252 @@
+"""Deep Q-Network with double-Q targets, an optional dueling head, n-step returns and PER weights.
+
+Sources: Mnih et al. 2015 (DQN), van Hasselt et al. 2016 (double DQN, eq. 4), Wang et al. 2016
+(dueling networks), Schaul et al. 2016 (prioritized replay). Reads like CleanRL's ``dqn.py``:
+act epsilon-greedily, compute the TD target with the target network, regress, update the target.
+
+n-step returns and termination come from the buffer: ``batch.rew`` is the n-step return and
+``batch.discount = gamma**m * (1 - terminated)``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from rlcore.algos.common import (
+    clip_grad,
+    freeze,
+    obs_to_torch,
+    polyak_update,
+    resolve_device,
+    td_target,
+    weighted_mean,
+)
+from rlcore.batch import TransitionBatch
+from rlcore.nets import DiscreteQNetwork, ObsEncoder
+
+__all__ = ["DQN", "DQNConfig", "DQNStats"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DQNConfig:
+    """Hyperparameters of :class:`DQN` (defaults follow CleanRL's CartPole ``dqn.py``)."""
+
+    hidden: tuple[int, ...] = (128, 128)
+    """Hidden layer widths of the Q-network (used by ``from_spaces``)."""
+    lr: float = 5e-4
+    """Adam learning rate (used by ``from_spaces``)."""
+    double_q: bool = True
+    """Select the next action with the online network, evaluate it with the target (van Hasselt 2016)."""
+    dueling: bool = False
+    """Use a dueling value/advantage head (Wang et al. 2016; used by ``from_spaces``)."""
+    loss: Literal["huber", "mse"] = "huber"
+    """Per-sample regression loss on the TD error."""
+    huber_delta: float = 1.0
+    """Threshold of the Huber loss, in units of Q."""
+    tau: float = 1.0
+    """Polyak coefficient for the target network at each target update (1.0 = hard copy)."""
+    target_update_interval: int = 250
+    """Gradient steps between target-network updates."""
+    max_grad_norm: float | None = 10.0
+    """Clip the global gradient norm to this value (``None``: no clipping)."""
+    eps_start: float = 1.0
+    """Exploration epsilon at the first env step."""
+    eps_end: float = 0.05
+    """Exploration epsilon after ``eps_decay_env_steps`` env steps."""
+    eps_decay_env_steps: int = 10_000
+    """Env steps (counted in ``act(deterministic=False)``) over which epsilon decays linearly."""
+    normalize_obs: bool = False
+    """Normalise observations with running statistics (used by ``from_spaces``)."""
+    seed: int | None = None
+    """Seed of the exploration generator (epsilon-greedy coin and random actions)."""
+
+    def __post_init__(self) -> None:
+        if self.loss not in ("huber", "mse"):
+            raise ValueError(f"loss must be 'huber' or 'mse', got {self.loss!r}")
+        if self.target_update_interval < 1:
+            raise ValueError(f"target_update_interval must be >= 1, got {self.target_update_interval}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
+        if not (0.0 <= self.eps_end <= 1.0 and 0.0 <= self.eps_start <= 1.0):
+            raise ValueError("eps_start and eps_end must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class DQNStats:
+    """Statistics of one DQN gradient step."""
+
+    loss: float
+    """Importance-weighted mean regression loss."""
+    q_mean: float
+    """Mean Q(o, a) of the taken actions."""
+    td_abs_mean: float
+    """Mean absolute TD error |Q - y|."""
+    grad_norm: float
+    """Global gradient norm before clipping (0 when clipping is off)."""
+    epsilon: float
+    """Current exploration epsilon."""
+
+
+class DQN:
+    """Double DQN for discrete actions.
+
+    Args:
+        encoder: flattens/normalises observations; shared by online and target network.
+        q_net: maps ``obs_BO`` to ``q_BA`` (``[B, n_actions]``).
+        optimizer: optimises ``q_net`` (and nothing else).
+        n_actions: size of the discrete action space.
+        config: hyperparameters.
+        device: where the networks live (``None``/``"auto"``: cuda when available).
+    """
+
+    def __init__(
+        self,
+        *,
+        encoder: ObsEncoder,
+        q_net: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        n_actions: int,
+        config: DQNConfig,
+        device: str | torch.device | None = None,
+    ) -> None:
+        self.config = config
+        self.device = resolve_device(device)
+        self.encoder = encoder.to(self.device)
+        self.q_net = q_net.to(self.device)
+        self.q_target = freeze(copy.deepcopy(self.q_net))
+        self.optimizer = optimizer
+        self.n_actions = n_actions
+        self.rng = np.random.default_rng(config.seed)
+        self.explore_env_steps = 0
+        self.grad_steps = 0
+        self.priorities: np.ndarray | None = None
+
+    @classmethod
+    def from_spaces(
+        cls,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: DQNConfig | None = None,
+        *,
+        device: str | torch.device | None = None,
+    ) -> DQN:
+        """Build the default MLP Q-network and Adam optimizer for single-env spaces.
+
+        Raises:
+            ValueError: the action space is not ``Discrete``.
+        """
+        config = config or DQNConfig()
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"DQN needs a Discrete action space, got {action_space}")
+        n_actions = int(action_space.n)
+        encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
+        q_net = DiscreteQNetwork(encoder.dim, n_actions, config.hidden, dueling=config.dueling)
+        dev = resolve_device(device)
+        q_net.to(dev)
+        return cls(
+            encoder=encoder,
+            q_net=q_net,
+            optimizer=torch.optim.Adam(q_net.parameters(), lr=config.lr),
+            n_actions=n_actions,
+            config=config,
+            device=dev,
+        )
+
+    @property
+    def epsilon(self) -> float:
+        """Linear schedule from ``eps_start`` to ``eps_end`` over ``eps_decay_env_steps`` env steps."""
+        c = self.config
+        frac = min(1.0, self.explore_env_steps / max(1, c.eps_decay_env_steps))
+        return c.eps_start + frac * (c.eps_end - c.eps_start)
+
+    @torch.no_grad()
+    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
+        """Greedy (or epsilon-greedy) actions int64 ``[N]`` for a NumPy batch of N observations.
+
+        Non-deterministic calls advance the epsilon schedule by N env steps.
+        """
+        q_NA = self.q_net(self.encoder(obs_to_torch(obs, self.device)))
+        act_N = q_NA.argmax(-1).cpu().numpy().astype(np.int64)
+        if deterministic:
+            return act_N
+        n = act_N.shape[0]
+        explore_N = self.rng.random(n) < self.epsilon
+        act_N = np.where(explore_N, self.rng.integers(0, self.n_actions, size=n), act_N)
+        self.explore_env_steps += n
+        return act_N
+
+    def update(self, batch: TransitionBatch) -> DQNStats:
+        """One gradient step on a sampled batch; sets ``self.priorities`` when ``batch.weights`` is set."""
+        c = self.config
+        if not isinstance(batch.rew, torch.Tensor):
+            batch = batch.to_torch(self.device)
+        self.encoder.update(batch.obs)
+        obs_BO = self.encoder(batch.obs)
+        act_B = batch.act.reshape(-1).long()
+        weights_B = batch.weights.float() if batch.weights is not None else None
+
+        with torch.no_grad():
+            obs_next_BO = self.encoder(batch.obs_next)
+            q_next_target_BA = self.q_target(obs_next_BO)
+            if c.double_q:
+                act_next_B = self.q_net(obs_next_BO).argmax(-1)
+            else:
+                act_next_B = q_next_target_BA.argmax(-1)
+            q_next_B = q_next_target_BA.gather(1, act_next_B[:, None]).squeeze(1)
+            y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B)
+
+        q_B = self.q_net(obs_BO).gather(1, act_B[:, None]).squeeze(1)
+        if c.loss == "huber":
+            loss_B = F.huber_loss(q_B, y_B, reduction="none", delta=c.huber_delta)
+        else:
+            loss_B = F.mse_loss(q_B, y_B, reduction="none")
+        loss = weighted_mean(loss_B, weights_B)
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = clip_grad(self.q_net.parameters(), c.max_grad_norm)
+        self.optimizer.step()
+
+        self.grad_steps += 1
+        if self.grad_steps % c.target_update_interval == 0:
+            polyak_update(self.q_target, self.q_net, c.tau)
+
+        td_abs_B = (q_B.detach() - y_B).abs()
+        self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None
+        return DQNStats(
+            loss=loss.item(),
+            q_mean=float(q_B.detach().mean()),
+            td_abs_mean=float(td_abs_B.mean()),
+            grad_norm=grad_norm,
+            epsilon=self.epsilon,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimizer, counters and the exploration generator."""
+        return {
+            "config": asdict(self.config),
+            "encoder": self.encoder.state_dict(),
+            "q_net": self.q_net.state_dict(),
+            "q_target": self.q_target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "explore_env_steps": self.explore_env_steps,
+            "grad_steps": self.grad_steps,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.encoder.load_state_dict(state["encoder"])
+        self.q_net.load_state_dict(state["q_net"])
+        self.q_target.load_state_dict(state["q_target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.explore_env_steps = int(state["explore_env_steps"])
+        self.grad_steps = int(state["grad_steps"])
+        self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,269 @@
+"""Soft Actor-Critic with a learned entropy temperature.
+
+Sources: Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications" (Algorithm 1; soft
+Q target eq. 3, policy loss eq. 7, temperature loss eq. 18); Schaul et al. 2016 for importance
+weights, which multiply every loss. Reads line for line in the order of CleanRL's
+``sac_continuous_action.py``: soft target, twin critic step, actor step, alpha step, target update.
+
+n-step returns and termination come from the buffer: ``batch.rew`` is the n-step return and
+``batch.discount = gamma**m * (1 - terminated)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from rlcore.algos.common import (
+    clip_grad,
+    freeze,
+    obs_to_torch,
+    polyak_update,
+    resolve_device,
+    td_target,
+    weighted_mean,
+)
+from rlcore.batch import TransitionBatch
+from rlcore.nets import EnsembleQNetwork, ObsEncoder, SquashedGaussianActor
+
+__all__ = ["SAC", "SACConfig", "SACStats"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SACConfig:
+    """Hyperparameters of :class:`SAC` (defaults: Stable-Baselines3's SAC)."""
+
+    hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of actor and critics (used by ``from_spaces``)."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor (used by ``from_spaces``)."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the twin critics (used by ``from_spaces``)."""
+    alpha_lr: float = 3e-4
+    """Adam learning rate of ``log(alpha)``."""
+    tau: float = 0.005
+    """Polyak coefficient of the target critics, applied every ``target_update_interval`` steps."""
+    target_update_interval: int = 1
+    """Gradient steps between target-critic updates."""
+    policy_frequency: int = 1
+    """Critic gradient steps per actor (and alpha) update."""
+    init_alpha: float = 1.0
+    """Initial entropy temperature."""
+    autotune_alpha: bool = True
+    """Learn alpha to keep the policy entropy near ``target_entropy`` (eq. 18); else alpha is fixed."""
+    target_entropy: float | None = None
+    """Target entropy in nats; ``None`` means ``-A`` (minus the action dimension)."""
+    q_target_clip: tuple[float, float] | None = None
+    """Clip TD targets to ``[low, high]`` (``None``: no clipping)."""
+    max_grad_norm: float | None = None
+    """Clip the global gradient norm of each network (``None``: no clipping)."""
+    normalize_obs: bool = False
+    """Normalise observations with running statistics (used by ``from_spaces``)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
+        if self.init_alpha <= 0:
+            raise ValueError(f"init_alpha must be > 0, got {self.init_alpha}")
+        if self.policy_frequency < 1 or self.target_update_interval < 1:
+            raise ValueError("policy_frequency and target_update_interval must be >= 1")
+
+
+@dataclass(frozen=True)
+class SACStats:
+    """Statistics of one SAC gradient step."""
+
+    critic_loss: float
+    """Importance-weighted mean squared soft TD error, summed over the two critics."""
+    actor_loss: float
+    """Importance-weighted ``alpha * log pi(a|o) - min_k Q_k(o, a)`` of the latest actor update."""
+    alpha_loss: float
+    """Temperature loss of the latest actor update (0 when alpha is fixed)."""
+    alpha: float
+    """Entropy temperature used in this step."""
+    entropy: float
+    """Mean ``-log pi(a|o)`` of the latest actor update's actions, in nats."""
+    q_mean: float
+    """Mean Q_1(o, a) of the sampled actions."""
+    td_abs_mean: float
+    """Mean absolute soft TD error of the first critic."""
+
+
+class SAC:
+    """SAC for bounded continuous actions.
+
+    Args:
+        encoder: flattens/normalises observations; shared by all networks and the target critics.
+        actor: squashed-Gaussian policy returning ``(act_BA, log_prob_B)``.
+        critic: ``(obs_BO, act_BA) -> q_KB`` (K = 2 twin critics).
+        actor_optimizer: optimises the actor.
+        critic_optimizer: optimises the critics.
+        act_dim: action dimension A (for the default target entropy).
+        config: hyperparameters.
+        device: where the networks live (``None``/``"auto"``: cuda when available).
+    """
+
+    def __init__(
+        self,
+        *,
+        encoder: ObsEncoder,
+        actor: SquashedGaussianActor,
+        critic: EnsembleQNetwork,
+        actor_optimizer: torch.optim.Optimizer,
+        critic_optimizer: torch.optim.Optimizer,
+        act_dim: int,
+        config: SACConfig,
+        device: str | torch.device | None = None,
+    ) -> None:
+        self.config = config
+        self.device = resolve_device(device)
+        self.encoder = encoder.to(self.device)
+        self.actor = actor.to(self.device)
+        self.critic = critic.to(self.device)
+        self.critic_target = freeze(copy.deepcopy(self.critic))
+        self.actor_optimizer = actor_optimizer
+        self.critic_optimizer = critic_optimizer
+        self.target_entropy = float(-act_dim if config.target_entropy is None else config.target_entropy)
+        self.log_alpha = torch.tensor(math.log(config.init_alpha), device=self.device, requires_grad=True)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
+        self.grad_steps = 0
+        self.priorities: np.ndarray | None = None
+        self._last = {"actor_loss": 0.0, "alpha_loss": 0.0, "entropy": 0.0}
+
+    @classmethod
+    def from_spaces(
+        cls,
+        observation_space: gym.Space,
+        action_space: gym.spaces.Box,
+        config: SACConfig | None = None,
+        *,
+        device: str | torch.device | None = None,
+    ) -> SAC:
+        """Build the default MLP actor and twin critics with Adam optimizers for single-env spaces."""
+        config = config or SACConfig()
+        dev = resolve_device(device)
+        act_dim = int(np.prod(action_space.shape))
+        encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
+        actor = SquashedGaussianActor(encoder.dim, action_space, config.hidden).to(dev)
+        critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=2).to(dev)
+        return cls(
+            encoder=encoder,
+            actor=actor,
+            critic=critic,
+            actor_optimizer=torch.optim.Adam(actor.parameters(), lr=config.actor_lr),
+            critic_optimizer=torch.optim.Adam(critic.parameters(), lr=config.critic_lr),
+            act_dim=act_dim,
+            config=config,
+            device=dev,
+        )
+
+    @property
+    def alpha(self) -> float:
+        """The current entropy temperature."""
+        return float(self.log_alpha.detach().exp())
+
+    @torch.no_grad()
+    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
+        """Actions float32 ``[N, A]``: a policy sample, or the squashed mean when deterministic."""
+        act_NA, _ = self.actor(self.encoder(obs_to_torch(obs, self.device)), deterministic=deterministic)
+        return act_NA.cpu().numpy()
+
+    def update(self, batch: TransitionBatch) -> SACStats:
+        """One critic step; every ``policy_frequency`` steps an actor and alpha step; target update."""
+        c = self.config
+        if not isinstance(batch.rew, torch.Tensor):
+            batch = batch.to_torch(self.device)
+        self.encoder.update(batch.obs)
+        obs_BO = self.encoder(batch.obs)
+        act_BA = batch.act.float().reshape(obs_BO.shape[0], -1)
+        weights_B = batch.weights.float() if batch.weights is not None else None
+        alpha = self.log_alpha.detach().exp()
+
+        # Soft target: y = r_n + discount * (min_k Q'_k(o', a') - alpha * log pi(a'|o')), eq. 3.
+        with torch.no_grad():
+            obs_next_BO = self.encoder(batch.obs_next)
+            act_next_BA, log_prob_next_B = self.actor(obs_next_BO)
+            q_next_B = self.critic_target(obs_next_BO, act_next_BA).min(0).values - alpha * log_prob_next_B
+            y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B)
+            if c.q_target_clip is not None:
+                y_B = y_B.clamp(*c.q_target_clip)
+
+        # Twin critic step.
+        q_KB = self.critic(obs_BO, act_BA)
+        critic_loss = weighted_mean(((q_KB - y_B) ** 2).sum(0), weights_B)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        clip_grad(self.critic.parameters(), c.max_grad_norm)
+        self.critic_optimizer.step()
+        self.grad_steps += 1
+
+        if self.grad_steps % c.policy_frequency == 0:
+            # Actor step: minimise alpha * log pi(a|o) - min_k Q_k(o, a), eq. 7.
+            pi_BA, log_prob_B = self.actor(obs_BO)
+            q_pi_B = self.critic(obs_BO, pi_BA).min(0).values
+            actor_loss = weighted_mean(alpha * log_prob_B - q_pi_B, weights_B)
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            clip_grad(self.actor.parameters(), c.max_grad_norm)
+            self.actor_optimizer.step()
+            self._last["actor_loss"] = actor_loss.item()
+            self._last["entropy"] = float(-log_prob_B.detach().mean())
+
+            # Temperature step: minimise -alpha * (log pi + target_entropy), eq. 18.
+            if c.autotune_alpha:
+                alpha_loss = weighted_mean(
+                    -self.log_alpha.exp() * (log_prob_B.detach() + self.target_entropy), weights_B
+                )
+                self.alpha_optimizer.zero_grad(set_to_none=True)
+                alpha_loss.backward()
+                self.alpha_optimizer.step()
+                self._last["alpha_loss"] = alpha_loss.item()
+
+        if self.grad_steps % c.target_update_interval == 0:
+            polyak_update(self.critic_target, self.critic, c.tau)
+
+        td_abs_B = (q_KB[0].detach() - y_B).abs()
+        self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None
+        return SACStats(
+            critic_loss=critic_loss.item(),
+            actor_loss=self._last["actor_loss"],
+            alpha_loss=self._last["alpha_loss"],
+            alpha=float(alpha),
+            entropy=self._last["entropy"],
+            q_mean=float(q_KB[0].detach().mean()),
+            td_abs_mean=float(td_abs_B.mean()),
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, target critics, optimizers, temperature and counters."""
+        return {
+            "config": asdict(self.config),
+            "encoder": self.encoder.state_dict(),
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "grad_steps": self.grad_steps,
+            "last": dict(self._last),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        for name in ("encoder", "actor", "critic", "critic_target"):
+            getattr(self, name).load_state_dict(state[name])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        self.grad_steps = int(state["grad_steps"])
+        self._last = dict(state["last"])

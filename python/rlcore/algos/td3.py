@@ -1,0 +1,243 @@
+"""Twin Delayed DDPG.
+
+Source: Fujimoto et al. 2018 (Algorithm 1): clipped double-Q targets (eq. 10), target policy
+smoothing (eq. 14), delayed actor and target updates. Reads in the order of CleanRL's
+``td3_continuous_action.py``; importance weights multiply every loss (Schaul et al. 2016).
+
+n-step returns and termination come from the buffer: ``batch.rew`` is the n-step return and
+``batch.discount = gamma**m * (1 - terminated)``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from rlcore.algos.common import (
+    clip_grad,
+    freeze,
+    obs_to_torch,
+    polyak_update,
+    resolve_device,
+    td_target,
+    weighted_mean,
+)
+from rlcore.batch import TransitionBatch
+from rlcore.nets import DeterministicActor, EnsembleQNetwork, ObsEncoder
+
+__all__ = ["TD3", "TD3Config", "TD3Stats"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TD3Config:
+    """Hyperparameters of :class:`TD3` (defaults: Fujimoto et al. 2018 / CleanRL)."""
+
+    hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of actor and critics (used by ``from_spaces``)."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor (used by ``from_spaces``)."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the twin critics (used by ``from_spaces``)."""
+    tau: float = 0.005
+    """Polyak coefficient of the target networks, applied with every actor update."""
+    policy_delay: int = 2
+    """Critic gradient steps per actor (and target) update."""
+    exploration_noise: float = 0.1
+    """Std of the Gaussian action noise, as a fraction of the action half-range."""
+    target_policy_noise: float = 0.2
+    """Std of the smoothing noise on target actions, as a fraction of the action half-range."""
+    target_noise_clip: float = 0.5
+    """Clip of the smoothing noise, as a fraction of the action half-range."""
+    q_target_clip: tuple[float, float] | None = None
+    """Clip TD targets to ``[low, high]`` (``None``: no clipping)."""
+    max_grad_norm: float | None = None
+    """Clip the global gradient norm of each network (``None``: no clipping)."""
+    normalize_obs: bool = False
+    """Normalise observations with running statistics (used by ``from_spaces``)."""
+    seed: int | None = None
+    """Seed of the exploration-noise generator."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
+        if self.policy_delay < 1:
+            raise ValueError(f"policy_delay must be >= 1, got {self.policy_delay}")
+        if min(self.exploration_noise, self.target_policy_noise, self.target_noise_clip) < 0:
+            raise ValueError("noise scales must be >= 0")
+
+
+@dataclass(frozen=True)
+class TD3Stats:
+    """Statistics of one TD3 gradient step."""
+
+    critic_loss: float
+    """Importance-weighted mean squared TD error, summed over the two critics."""
+    actor_loss: float
+    """Importance-weighted ``-Q_1(o, mu(o))`` of the latest actor update."""
+    q_mean: float
+    """Mean Q_1(o, a) of the sampled actions."""
+    td_abs_mean: float
+    """Mean absolute TD error of the first critic."""
+
+
+class TD3:
+    """TD3 for bounded continuous actions.
+
+    Args:
+        encoder: flattens/normalises observations; shared by all networks and their targets.
+        actor: ``obs_BO -> act_BA`` inside the action bounds.
+        critic: ``(obs_BO, act_BA) -> q_KB`` with K = 2.
+        actor_optimizer: optimises the actor.
+        critic_optimizer: optimises the critics.
+        config: hyperparameters.
+        device: where the networks live (``None``/``"auto"``: cuda when available).
+    """
+
+    def __init__(
+        self,
+        *,
+        encoder: ObsEncoder,
+        actor: DeterministicActor,
+        critic: EnsembleQNetwork,
+        actor_optimizer: torch.optim.Optimizer,
+        critic_optimizer: torch.optim.Optimizer,
+        config: TD3Config,
+        device: str | torch.device | None = None,
+    ) -> None:
+        self.config = config
+        self.device = resolve_device(device)
+        self.encoder = encoder.to(self.device)
+        self.actor = actor.to(self.device)
+        self.critic = critic.to(self.device)
+        self.actor_target = freeze(copy.deepcopy(self.actor))
+        self.critic_target = freeze(copy.deepcopy(self.critic))
+        self.actor_optimizer = actor_optimizer
+        self.critic_optimizer = critic_optimizer
+        self.rng = np.random.default_rng(config.seed)
+        self.grad_steps = 0
+        self.last_actor_loss = 0.0
+        self.priorities: np.ndarray | None = None
+        self._scale_A = self.actor.action_scale.cpu().numpy()
+        self._bias_A = self.actor.action_bias.cpu().numpy()
+
+    @classmethod
+    def from_spaces(
+        cls,
+        observation_space: gym.Space,
+        action_space: gym.spaces.Box,
+        config: TD3Config | None = None,
+        *,
+        device: str | torch.device | None = None,
+    ) -> TD3:
+        """Build the default MLP actor and twin critics with Adam optimizers for single-env spaces."""
+        config = config or TD3Config()
+        dev = resolve_device(device)
+        encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
+        actor = DeterministicActor(encoder.dim, action_space, config.hidden).to(dev)
+        critic = EnsembleQNetwork(
+            encoder.dim, int(np.prod(action_space.shape)), config.hidden, n_critics=2
+        ).to(dev)
+        return cls(
+            encoder=encoder,
+            actor=actor,
+            critic=critic,
+            actor_optimizer=torch.optim.Adam(actor.parameters(), lr=config.actor_lr),
+            critic_optimizer=torch.optim.Adam(critic.parameters(), lr=config.critic_lr),
+            config=config,
+            device=dev,
+        )
+
+    @torch.no_grad()
+    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
+        """Actions float32 ``[N, A]``; exploration adds Gaussian noise and clips to the bounds."""
+        act_NA = self.actor(self.encoder(obs_to_torch(obs, self.device))).cpu().numpy()
+        if deterministic:
+            return act_NA
+        noise_NA = self.config.exploration_noise * self._scale_A * self.rng.standard_normal(act_NA.shape)
+        return np.clip(act_NA + noise_NA, self._bias_A - self._scale_A, self._bias_A + self._scale_A).astype(
+            np.float32
+        )
+
+    def update(self, batch: TransitionBatch) -> TD3Stats:
+        """One critic step; every ``policy_delay`` steps also an actor step and a target update."""
+        c = self.config
+        if not isinstance(batch.rew, torch.Tensor):
+            batch = batch.to_torch(self.device)
+        self.encoder.update(batch.obs)
+        obs_BO = self.encoder(batch.obs)
+        act_BA = batch.act.float().reshape(obs_BO.shape[0], -1)
+        weights_B = batch.weights.float() if batch.weights is not None else None
+        scale_A, bias_A = self.actor.action_scale, self.actor.action_bias
+
+        # Target: y = r_n + discount * min_k Q'_k(o', clip(mu'(o') + clip(eps))), eq. 14.
+        with torch.no_grad():
+            obs_next_BO = self.encoder(batch.obs_next)
+            noise_BA = (torch.randn_like(act_BA) * c.target_policy_noise).clamp(
+                -c.target_noise_clip, c.target_noise_clip
+            )
+            act_next_BA = self.actor_target(obs_next_BO) + noise_BA * scale_A
+            act_next_BA = torch.maximum(torch.minimum(act_next_BA, bias_A + scale_A), bias_A - scale_A)
+            q_next_B = self.critic_target(obs_next_BO, act_next_BA).min(0).values
+            y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B)
+            if c.q_target_clip is not None:
+                y_B = y_B.clamp(*c.q_target_clip)
+
+        # Critic step on both critics.
+        q_KB = self.critic(obs_BO, act_BA)
+        critic_loss = weighted_mean(((q_KB - y_B) ** 2).sum(0), weights_B)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        clip_grad(self.critic.parameters(), c.max_grad_norm)
+        self.critic_optimizer.step()
+        self.grad_steps += 1
+
+        # Delayed actor step and target update.
+        if self.grad_steps % c.policy_delay == 0:
+            actor_loss = weighted_mean(-self.critic(obs_BO, self.actor(obs_BO))[0], weights_B)
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            clip_grad(self.actor.parameters(), c.max_grad_norm)
+            self.actor_optimizer.step()
+            self.last_actor_loss = actor_loss.item()
+            polyak_update(self.critic_target, self.critic, c.tau)
+            polyak_update(self.actor_target, self.actor, c.tau)
+
+        td_abs_B = (q_KB[0].detach() - y_B).abs()
+        self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None
+        return TD3Stats(
+            critic_loss=critic_loss.item(),
+            actor_loss=self.last_actor_loss,
+            q_mean=float(q_KB[0].detach().mean()),
+            td_abs_mean=float(td_abs_B.mean()),
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, targets, optimizers, counters and the exploration generator."""
+        return {
+            "config": asdict(self.config),
+            "encoder": self.encoder.state_dict(),
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "actor_target": self.actor_target.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "grad_steps": self.grad_steps,
+            "last_actor_loss": self.last_actor_loss,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        for name in ("encoder", "actor", "critic", "actor_target", "critic_target"):
+            getattr(self, name).load_state_dict(state[name])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.grad_steps = int(state["grad_steps"])
+        self.last_actor_loss = float(state["last_actor_loss"])
+        self.rng.bit_generator.state = state["rng"]

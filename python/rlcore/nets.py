@@ -1,0 +1,334 @@
+"""Networks for the off-policy algorithms: MLPs, actor heads, Q-networks and observation encoders.
+
+Every network takes flat float32 observations ``obs_BO``; dict observations (goal environments) are
+flattened, and optionally normalised, by an :class:`ObsEncoder` that the algorithm applies once per
+forward pass and shares between actor and critic (and their target copies, so a target network never
+carries stale normaliser statistics).
+
+Dimension letters: B batch, O flat observation size, A action size, K ensemble members (critics).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = [
+    "DeterministicActor",
+    "DiscreteQNetwork",
+    "EnsembleLinear",
+    "EnsembleQNetwork",
+    "ObsEncoder",
+    "RunningMeanStd",
+    "SquashedGaussianActor",
+    "mlp",
+]
+
+
+def mlp(
+    in_dim: int, out_dim: int, hidden: Sequence[int] = (256, 256), activation: type[nn.Module] = nn.ReLU
+) -> nn.Sequential:
+    """A plain multilayer perceptron ``in_dim -> hidden... -> out_dim`` with no output activation.
+
+    Args:
+        in_dim: input features.
+        out_dim: output features.
+        hidden: widths of the hidden layers (may be empty: a single linear layer).
+        activation: activation class placed after every hidden layer.
+    """
+    layers: list[nn.Module] = []
+    last = in_dim
+    for width in hidden:
+        layers += [nn.Linear(last, width), activation()]
+        last = width
+    layers.append(nn.Linear(last, out_dim))
+    return nn.Sequential(*layers)
+
+
+class RunningMeanStd(nn.Module):
+    """Running mean and variance of a stream of vectors (parallel Welford / Chan et al. 1979).
+
+    The statistics are registered buffers, so they move with ``.to(device)`` and are part of
+    ``state_dict()``. Used to normalise observations as in the HER paper's implementation
+    (Andrychowicz et al. 2017, appendix A: "normalise ... with running mean and std, clip to [-5, 5]").
+
+    Args:
+        dim: size O of the vectors.
+        clip: normalised values are clipped to ``[-clip, clip]``.
+        eps: added to the variance before the square root.
+    """
+
+    def __init__(self, dim: int, *, clip: float = 5.0, eps: float = 1e-2) -> None:
+        super().__init__()
+        self.clip = clip
+        self.eps = eps
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x_BO: torch.Tensor) -> None:
+        """Fold a batch ``[B, O]`` into the statistics."""
+        x = x_BO.detach().to(torch.float64)
+        n = float(x.shape[0])
+        if n == 0:
+            return
+        batch_mean = x.mean(0)
+        batch_var = x.var(0, unbiased=False)
+        total = self.count + n
+        delta = batch_mean - self.mean
+        self.mean += delta * (n / total)
+        self.var.copy_((self.var * self.count + batch_var * n + delta**2 * self.count * n / total) / total)
+        self.count.copy_(total)
+
+    def forward(self, x_BO: torch.Tensor) -> torch.Tensor:
+        """Return ``clip((x - mean) / sqrt(var + eps))`` as float32 ``[B, O]``."""
+        mean = self.mean.to(x_BO.dtype)
+        std = torch.sqrt(self.var + self.eps).to(x_BO.dtype)
+        return ((x_BO - mean) / std).clamp(-self.clip, self.clip)
+
+
+class ObsEncoder(nn.Module):
+    """Turn a batch of observations (array or dict of arrays) into a flat float32 tensor ``[B, O]``.
+
+    Dict observations are concatenated in the order of ``keys`` (for goal environments
+    ``("observation", "achieved_goal", "desired_goal")`` by default, the keys of the space otherwise).
+    With ``normalize=True`` the flat vector goes through a :class:`RunningMeanStd`; call
+    :meth:`update` with training observations to move its statistics (the algorithms do this in
+    ``update(batch)`` with the sampled, possibly HER-relabeled, observations).
+
+    Args:
+        observation_space: a ``Box`` or a ``Dict`` of ``Box`` spaces (single-env space, no N dim).
+        normalize: keep running statistics and normalise.
+        clip: clip range of normalised values.
+
+    Raises:
+        ValueError: unsupported space (Discrete observations, nested dicts).
+    """
+
+    def __init__(self, observation_space: gym.Space, *, normalize: bool = False, clip: float = 5.0) -> None:
+        super().__init__()
+        if isinstance(observation_space, gym.spaces.Dict):
+            names = list(observation_space.spaces.keys())
+            goal = ("observation", "achieved_goal", "desired_goal")
+            self.keys: tuple[str, ...] | None = goal if set(goal) <= set(names) else tuple(names)
+            dims = []
+            for k in self.keys:
+                sub = observation_space.spaces[k]
+                if not isinstance(sub, gym.spaces.Box):
+                    raise ValueError(f"ObsEncoder supports Dict of Box spaces; key {k!r} is {sub}")
+                dims.append(int(np.prod(sub.shape)))
+            self.dim = int(sum(dims))
+        elif isinstance(observation_space, gym.spaces.Box):
+            self.keys = None
+            self.dim = int(np.prod(observation_space.shape))
+        else:
+            raise ValueError(f"ObsEncoder supports Box or Dict observation spaces, got {observation_space}")
+        self.normalizer = RunningMeanStd(self.dim, clip=clip) if normalize else None
+
+    def flatten(self, obs: torch.Tensor | Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Concatenate (dict) observations into float32 ``[B, O]`` without normalising."""
+        if self.keys is not None:
+            if not isinstance(obs, Mapping):
+                raise TypeError(
+                    f"expected a dict observation with keys {self.keys}, got {type(obs).__name__}"
+                )
+            parts = [obs[k].reshape(obs[k].shape[0], -1) for k in self.keys]
+            return torch.cat(parts, dim=-1).float()
+        assert isinstance(obs, torch.Tensor)
+        return obs.reshape(obs.shape[0], -1).float()
+
+    def update(self, obs: torch.Tensor | Mapping[str, torch.Tensor]) -> None:
+        """Update the normaliser statistics with a batch (no-op without normalisation)."""
+        if self.normalizer is not None:
+            self.normalizer.update(self.flatten(obs))
+
+    def forward(self, obs: torch.Tensor | Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Return the flat, optionally normalised float32 tensor ``[B, O]``."""
+        x_BO = self.flatten(obs)
+        return self.normalizer(x_BO) if self.normalizer is not None else x_BO
+
+
+def _action_affine(action_space: gym.spaces.Box) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(action_space, gym.spaces.Box):
+        raise ValueError(f"continuous actors need a Box action space, got {action_space}")
+    low = np.asarray(action_space.low, dtype=np.float32).reshape(-1)
+    high = np.asarray(action_space.high, dtype=np.float32).reshape(-1)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise ValueError("continuous actors need a bounded Box action space (finite low and high)")
+    return torch.from_numpy((high - low) / 2.0), torch.from_numpy((high + low) / 2.0)
+
+
+class DeterministicActor(nn.Module):
+    """``mu(o) = scale * tanh(MLP(o)) + bias``, an action inside the Box bounds (DDPG, TD3).
+
+    Args:
+        obs_dim: flat observation size O.
+        action_space: bounded ``Box`` of shape ``(A,)``.
+        hidden: hidden layer widths.
+    """
+
+    def __init__(
+        self, obs_dim: int, action_space: gym.spaces.Box, hidden: Sequence[int] = (256, 256)
+    ) -> None:
+        super().__init__()
+        scale, bias = _action_affine(action_space)
+        self.net = mlp(obs_dim, scale.shape[0], hidden)
+        self.register_buffer("action_scale", scale)
+        self.register_buffer("action_bias", bias)
+
+    def forward(self, obs_BO: torch.Tensor) -> torch.Tensor:
+        """Return actions ``[B, A]`` (float32) inside the action bounds."""
+        return torch.tanh(self.net(obs_BO)) * self.action_scale + self.action_bias
+
+
+class SquashedGaussianActor(nn.Module):
+    """A tanh-squashed diagonal Gaussian policy (SAC; Haarnoja et al. 2018, appendix C).
+
+    ``log_std`` is bounded smoothly into ``[log_std_min, log_std_max]`` as in CleanRL's
+    ``sac_continuous_action.py``.
+
+    Args:
+        obs_dim: flat observation size O.
+        action_space: bounded ``Box`` of shape ``(A,)``.
+        hidden: hidden layer widths.
+        log_std_min: lower bound of the log standard deviation.
+        log_std_max: upper bound of the log standard deviation.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_space: gym.spaces.Box,
+        hidden: Sequence[int] = (256, 256),
+        *,
+        log_std_min: float = -5.0,
+        log_std_max: float = 2.0,
+    ) -> None:
+        super().__init__()
+        scale, bias = _action_affine(action_space)
+        act_dim = scale.shape[0]
+        self.trunk = mlp(obs_dim, 2 * act_dim, hidden)
+        self.log_std_min = log_std_min
+        self.log_std_max = log_std_max
+        self.register_buffer("action_scale", scale)
+        self.register_buffer("action_bias", bias)
+
+    def forward(
+        self, obs_BO: torch.Tensor, *, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample (or take the mean of) the policy.
+
+        Returns:
+            ``act_BA`` inside the action bounds and ``log_prob_B``, the log-density of ``act_BA``
+            including the tanh and affine change of variables (Haarnoja et al. 2018, eq. 21).
+        """
+        mean_BA, log_std_BA = self.trunk(obs_BO).chunk(2, dim=-1)
+        log_std_BA = torch.tanh(log_std_BA)
+        log_std_BA = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (log_std_BA + 1)
+        if deterministic:
+            u_BA = mean_BA
+        else:
+            u_BA = mean_BA + log_std_BA.exp() * torch.randn_like(mean_BA)
+        log_prob_B = squashed_gaussian_log_prob(u_BA, mean_BA, log_std_BA, self.action_scale)
+        return torch.tanh(u_BA) * self.action_scale + self.action_bias, log_prob_B
+
+
+def squashed_gaussian_log_prob(
+    u_BA: torch.Tensor, mean_BA: torch.Tensor, log_std_BA: torch.Tensor, action_scale_A: torch.Tensor
+) -> torch.Tensor:
+    """Log-density ``[B]`` of ``a = scale * tanh(u) + bias`` for ``u ~ N(mean, exp(log_std)^2)``.
+
+    ``log p(a) = sum_i [log N(u_i) - log(scale_i) - log(1 - tanh(u_i)^2)]`` (Haarnoja et al. 2018,
+    eq. 21), with ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))`` for numerical stability.
+    """
+    normal_BA = -0.5 * ((u_BA - mean_BA) / log_std_BA.exp()) ** 2 - log_std_BA - 0.5 * math.log(2 * math.pi)
+    log_det_BA = 2.0 * (math.log(2.0) - u_BA - nn.functional.softplus(-2.0 * u_BA))
+    return (normal_BA - log_det_BA - torch.log(action_scale_A)).sum(-1)
+
+
+class EnsembleLinear(nn.Module):
+    """K independent linear layers applied in one batched matmul: ``[K, B, in] -> [K, B, out]``.
+
+    Each member is initialised like ``nn.Linear`` (uniform in ``±1/sqrt(in)``).
+    """
+
+    def __init__(self, k: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_dim)
+        self.weight = nn.Parameter(torch.empty(k, in_dim, out_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(k, 1, out_dim).uniform_(-bound, bound))
+
+    def forward(self, x_KBI: torch.Tensor) -> torch.Tensor:
+        """Return ``x @ W + b`` of shape ``[K, B, out]``."""
+        return torch.baddbmm(self.bias, x_KBI, self.weight)
+
+
+class EnsembleQNetwork(nn.Module):
+    """K independent critics ``Q_k(o, a)`` evaluated together (twin critics for TD3/SAC, K=1 for DDPG).
+
+    Args:
+        obs_dim: flat observation size O.
+        act_dim: action size A.
+        hidden: hidden layer widths (shared shape, independent weights).
+        n_critics: K.
+    """
+
+    def __init__(
+        self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (256, 256), n_critics: int = 2
+    ) -> None:
+        super().__init__()
+        self.n_critics = n_critics
+        layers: list[nn.Module] = []
+        last = obs_dim + act_dim
+        for width in hidden:
+            layers += [EnsembleLinear(n_critics, last, width), nn.ReLU()]
+            last = width
+        layers.append(EnsembleLinear(n_critics, last, 1))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, obs_BO: torch.Tensor, act_BA: torch.Tensor) -> torch.Tensor:
+        """Return ``q_KB``, float32 ``[K, B]``."""
+        x_BI = torch.cat([obs_BO, act_BA], dim=-1)
+        x_KBI = x_BI.unsqueeze(0).expand(self.n_critics, *x_BI.shape)
+        return self.net(x_KBI).squeeze(-1)
+
+
+class DiscreteQNetwork(nn.Module):
+    """``Q(o, ·)`` for a discrete action space, optionally with a dueling head (Wang et al. 2016, eq. 9).
+
+    Dueling: ``Q(o, a) = V(o) + A(o, a) - mean_a' A(o, a')``.
+
+    Args:
+        obs_dim: flat observation size O.
+        n_actions: number of discrete actions.
+        hidden: hidden layer widths (the last one is the shared feature size).
+        dueling: use separate value and advantage streams.
+    """
+
+    def __init__(
+        self, obs_dim: int, n_actions: int, hidden: Sequence[int] = (256, 256), *, dueling: bool = False
+    ) -> None:
+        super().__init__()
+        self.dueling = dueling
+        if dueling:
+            if len(hidden) == 0:
+                raise ValueError("a dueling head needs at least one hidden layer")
+            self.trunk = nn.Sequential(mlp(obs_dim, hidden[-1], hidden[:-1]), nn.ReLU())
+            self.value = nn.Linear(hidden[-1], 1)
+            self.advantage = nn.Linear(hidden[-1], n_actions)
+        else:
+            self.net = mlp(obs_dim, n_actions, hidden)
+
+    def forward(self, obs_BO: torch.Tensor) -> torch.Tensor:
+        """Return ``q_BA``, float32 ``[B, n_actions]``."""
+        if not self.dueling:
+            return self.net(obs_BO)
+        h = self.trunk(obs_BO)
+        adv = self.advantage(h)
+        return self.value(h) + adv - adv.mean(-1, keepdim=True)

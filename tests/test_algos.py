@@ -1,0 +1,359 @@
+"""Algorithm math and smoke tests, on hand-built TransitionBatch objects (no buffer, no env)."""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from rlcore.algos import DDPG, DQN, SAC, TD3, DDPGConfig, DQNConfig, SACConfig, TD3Config
+from rlcore.algos.common import polyak_update, td_target, weighted_mean
+from rlcore.batch import TransitionBatch
+from rlcore.nets import (
+    DiscreteQNetwork,
+    EnsembleQNetwork,
+    ObsEncoder,
+    RunningMeanStd,
+    SquashedGaussianActor,
+    squashed_gaussian_log_prob,
+)
+from torch import nn
+
+torch.set_num_threads(1)
+
+BOX_OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+BOX_ACT = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+GOAL_OBS = gym.spaces.Dict(
+    {
+        "observation": gym.spaces.Box(-1.0, 1.0, (4,), np.float32),
+        "achieved_goal": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+        "desired_goal": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+    }
+)
+
+
+def make_batch(
+    obs_space: gym.Space,
+    act_space: gym.Space,
+    b: int = 16,
+    *,
+    weights: np.ndarray | None = None,
+    seed: int = 0,
+) -> TransitionBatch:
+    rng = np.random.default_rng(seed)
+
+    def obs() -> np.ndarray | dict[str, np.ndarray]:
+        if isinstance(obs_space, gym.spaces.Dict):
+            return {
+                k: rng.standard_normal((b, *s.shape)).astype(np.float32) for k, s in obs_space.spaces.items()
+            }
+        return rng.standard_normal((b, *obs_space.shape)).astype(np.float32)
+
+    if isinstance(act_space, gym.spaces.Discrete):
+        act = rng.integers(0, act_space.n, size=b).astype(np.int64)
+    else:
+        act = rng.uniform(act_space.low, act_space.high, size=(b, *act_space.shape)).astype(np.float32)
+    term = rng.random(b) < 0.3
+    return TransitionBatch(
+        obs=obs(),
+        act=act,
+        rew=rng.standard_normal(b).astype(np.float32),
+        obs_next=obs(),
+        terminated=term,
+        truncated=np.zeros(b, bool),
+        discount=np.where(term, 0.0, 0.99**3).astype(np.float32),
+        indices=np.arange(b, dtype=np.int64),
+        weights=weights,
+    )
+
+
+# ---------------------------------------------------------------- shared math
+
+
+def test_td_target_matches_hand_computed_values() -> None:
+    rew = torch.tensor([1.75, 1.5, 1.0])
+    discount = torch.tensor([0.125, 0.25, 0.0])  # gamma^m, gamma^m, terminated
+    q_next = torch.tensor([2.0, 4.0, 100.0])
+    torch.testing.assert_close(td_target(rew, discount, q_next), torch.tensor([2.0, 2.5, 1.0]))
+
+
+def test_td_target_rejects_mismatched_shapes() -> None:
+    with pytest.raises(ValueError, match="three \\[B\\] tensors"):
+        td_target(torch.zeros(3), torch.zeros(3), torch.zeros(3, 1))
+
+
+def test_polyak_update_interpolates_parameters_and_copies_buffers() -> None:
+    src, tgt = nn.Linear(2, 2), nn.Linear(2, 2)
+    bn_s, bn_t = nn.BatchNorm1d(2), nn.BatchNorm1d(2)
+    bn_s.running_mean.fill_(3.0)
+    expected = [
+        0.9 * t.detach().clone() + 0.1 * s.detach()
+        for t, s in zip(tgt.parameters(), src.parameters(), strict=True)
+    ]
+    polyak_update(tgt, src, 0.1)
+    for p, e in zip(tgt.parameters(), expected, strict=True):
+        torch.testing.assert_close(p.detach(), e)
+    polyak_update(bn_t, bn_s, 0.1)
+    torch.testing.assert_close(bn_t.running_mean, torch.full((2,), 3.0))
+    with pytest.raises(ValueError, match="tau"):
+        polyak_update(tgt, src, 1.5)
+
+
+def test_weighted_mean_uses_weights() -> None:
+    loss = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert weighted_mean(loss, None).item() == pytest.approx(2.5)
+    assert weighted_mean(loss, torch.tensor([1.0, 0.0, 0.0, 0.0])).item() == pytest.approx(0.25)
+
+
+def test_squashed_gaussian_log_prob_matches_torch_distributions() -> None:
+    torch.manual_seed(0)
+    mean, log_std = torch.randn(5, 2), torch.randn(5, 2) * 0.3
+    scale, bias = torch.tensor([2.0, 0.5]), torch.tensor([0.0, 0.5])
+    u = mean + log_std.exp() * torch.randn(5, 2)
+    dist = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, log_std.exp()),
+        [torch.distributions.TanhTransform(), torch.distributions.AffineTransform(bias, scale)],
+    )
+    a = torch.tanh(u) * scale + bias
+    torch.testing.assert_close(
+        squashed_gaussian_log_prob(u, mean, log_std, scale), dist.log_prob(a).sum(-1), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_running_mean_std_matches_numpy() -> None:
+    rms = RunningMeanStd(3, clip=100.0, eps=0.0)
+    rng = np.random.default_rng(1)
+    data = [rng.normal(2.0, 3.0, size=(n, 3)) for n in (5, 17, 1, 40)]
+    for d in data:
+        rms.update(torch.from_numpy(d))
+    allx = np.concatenate(data)
+    np.testing.assert_allclose(rms.mean.numpy(), allx.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(rms.var.numpy(), allx.var(0), rtol=1e-10)
+    x = torch.from_numpy(allx[:4]).float()
+    np.testing.assert_allclose(rms(x).numpy(), ((allx[:4] - allx.mean(0)) / allx.std(0)), rtol=1e-4)
+
+
+def test_obs_encoder_flattens_goal_dicts_in_fixed_order() -> None:
+    enc = ObsEncoder(GOAL_OBS)
+    obs = {
+        "desired_goal": torch.full((2, 2), 3.0),
+        "observation": torch.full((2, 4), 1.0),
+        "achieved_goal": torch.full((2, 2), 2.0),
+    }
+    x = enc(obs)
+    assert x.shape == (2, 8) and enc.dim == 8
+    torch.testing.assert_close(x[0], torch.tensor([1.0, 1, 1, 1, 2, 2, 3, 3]))
+    with pytest.raises(ValueError):
+        ObsEncoder(gym.spaces.Discrete(3))
+
+
+def test_ensemble_critics_are_independent() -> None:
+    q = EnsembleQNetwork(3, 2, (8,), n_critics=2)
+    out = q(torch.randn(4, 3), torch.randn(4, 2))
+    assert out.shape == (2, 4)
+    out[0].sum().backward()
+    assert q.net[0].weight.grad[1].abs().sum() == 0 and q.net[0].weight.grad[0].abs().sum() > 0
+
+
+def test_dueling_head_shape_and_mean_zero_advantage() -> None:
+    q = DiscreteQNetwork(3, 4, (8, 8), dueling=True)
+    x = torch.randn(5, 3)
+    out = q(x)
+    h = q.trunk(x)
+    torch.testing.assert_close(out.mean(-1, keepdim=True), q.value(h))
+
+
+# ---------------------------------------------------------------- DQN target math
+
+
+def _linear_dqn(double_q: bool, loss: str) -> DQN:
+    obs_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    q_net = nn.Linear(2, 2, bias=False)
+    with torch.no_grad():
+        q_net.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 2.0]]))  # Q(o) = (o0, 2 o1)
+    algo = DQN(
+        encoder=ObsEncoder(obs_space),
+        q_net=q_net,
+        optimizer=torch.optim.SGD(q_net.parameters(), lr=0.0),
+        n_actions=2,
+        config=DQNConfig(double_q=double_q, loss=loss, max_grad_norm=None),
+        device="cpu",
+    )
+    with torch.no_grad():
+        algo.q_target.weight.copy_(torch.tensor([[3.0, 0.0], [0.0, -1.0]]))  # Q'(o) = (3 o0, -o1)
+    return algo
+
+
+@pytest.mark.parametrize("double_q", [True, False])
+def test_dqn_td_target_double_and_plain(double_q: bool) -> None:
+    algo = _linear_dqn(double_q, "mse")
+    obs = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
+    obs_next = np.array([[1.0, 1.0], [2.0, 0.5]], np.float32)
+    # online Q(o') = (1, 2), (2, 1) -> argmax 1, 0; target Q'(o') = (3, -1), (6, -0.5)
+    q_next = np.array([-1.0, 6.0]) if double_q else np.array([3.0, 6.0])
+    rew = np.array([0.5, 1.0], np.float32)
+    discount = np.array([0.25, 0.0], np.float32)  # second row terminated
+    act = np.array([0, 1])
+    q = np.array([1.0, 2.0])  # Q(o, a)
+    y = rew + discount * q_next
+    batch = TransitionBatch(
+        obs, act, rew, obs_next, np.array([False, True]), np.zeros(2, bool), discount, np.arange(2)
+    )
+    stats = algo.update(batch)
+    assert stats.loss == pytest.approx(np.mean((q - y) ** 2), rel=1e-6)
+    assert stats.q_mean == pytest.approx(1.5)
+    assert algo.priorities is None
+
+
+@pytest.mark.parametrize("loss", ["huber", "mse"])
+def test_dqn_per_weights_multiply_every_loss_branch(loss: str) -> None:
+    algo = _linear_dqn(True, loss)
+    obs = np.array([[3.0, 0.0], [0.0, 0.1]], np.float32)
+    obs_next = np.zeros((2, 2), np.float32)
+    rew = np.zeros(2, np.float32)
+    w = np.array([0.5, 2.0], np.float32)
+    batch = TransitionBatch(
+        obs,
+        np.array([0, 1]),
+        rew,
+        obs_next,
+        np.zeros(2, bool),
+        np.zeros(2, bool),
+        np.ones(2, np.float32),
+        np.arange(2),
+        w,
+    )
+    td = np.array([3.0, 0.2])  # Q - y, y = 0; row 0 is in Huber's linear part
+    per_sample = np.where(td > 1, td - 0.5, 0.5 * td**2) if loss == "huber" else td**2
+    stats = algo.update(batch)
+    assert stats.loss == pytest.approx(np.mean(w * per_sample), rel=1e-6)
+    np.testing.assert_allclose(algo.priorities, td, rtol=1e-6)
+
+
+def test_dqn_epsilon_schedule_and_greedy_actions() -> None:
+    algo = DQN.from_spaces(
+        BOX_OBS, gym.spaces.Discrete(3), DQNConfig(eps_decay_env_steps=100, seed=0), device="cpu"
+    )
+    assert algo.epsilon == 1.0
+    obs = np.zeros((10, 3), np.float32)
+    for _ in range(20):
+        a = algo.act(obs)
+    assert a.dtype == np.int64 and a.shape == (10,)
+    assert algo.epsilon == pytest.approx(0.05)
+    greedy = algo.act(obs, deterministic=True)
+    assert np.all(greedy == greedy[0])
+
+
+# ---------------------------------------------------------------- continuous algorithms
+
+
+CONTINUOUS = [
+    (DDPG, DDPGConfig(hidden=(16, 16), seed=0)),
+    (TD3, TD3Config(hidden=(16, 16), policy_delay=1, seed=0)),
+    (SAC, SACConfig(hidden=(16, 16))),
+]
+
+
+@pytest.mark.parametrize(("cls", "config"), CONTINUOUS, ids=lambda x: getattr(x, "__name__", ""))
+@pytest.mark.parametrize("obs_space", [BOX_OBS, GOAL_OBS], ids=["box", "goal"])
+def test_continuous_update_act_and_state_dict_roundtrip(cls, config, obs_space) -> None:
+    torch.manual_seed(0)
+    algo = cls.from_spaces(obs_space, BOX_ACT, config, device="cpu")
+    batch = make_batch(obs_space, BOX_ACT)
+    for _ in range(3):
+        stats = algo.update(batch)
+    for name, value in vars(stats).items():
+        assert isinstance(value, float) and np.isfinite(value), name
+    obs = batch.obs
+    act = algo.act(obs)
+    assert act.shape == (16, 2) and act.dtype == np.float32
+    assert np.all(act >= BOX_ACT.low - 1e-6) and np.all(act <= BOX_ACT.high + 1e-6)
+    clone = cls.from_spaces(obs_space, BOX_ACT, config, device="cpu")
+    clone.load_state_dict(copy.deepcopy(algo.state_dict()))
+    np.testing.assert_allclose(clone.act(obs, deterministic=True), algo.act(obs, deterministic=True))
+    torch.manual_seed(5)
+    s1 = algo.update(batch)
+    torch.manual_seed(5)
+    s2 = clone.update(batch)
+    assert s1 == s2
+
+
+@pytest.mark.parametrize(("cls", "config"), CONTINUOUS, ids=lambda x: getattr(x, "__name__", ""))
+def test_continuous_per_weights_scale_every_loss(cls, config) -> None:
+    torch.manual_seed(0)
+    algo = cls.from_spaces(BOX_OBS, BOX_ACT, config, device="cpu")
+    other = copy.deepcopy(algo)
+    w = np.linspace(0.1, 1.0, 16).astype(np.float32)
+    torch.manual_seed(1)
+    s1 = algo.update(make_batch(BOX_OBS, BOX_ACT, weights=w))
+    torch.manual_seed(1)
+    s3 = other.update(make_batch(BOX_OBS, BOX_ACT, weights=3 * w))
+    assert s3.critic_loss == pytest.approx(3 * s1.critic_loss, rel=1e-5)
+    assert s3.actor_loss == pytest.approx(3 * s1.actor_loss, rel=1e-5)
+    if cls is SAC:
+        assert s3.alpha_loss == pytest.approx(3 * s1.alpha_loss, rel=1e-5)
+    assert algo.priorities is not None and algo.priorities.shape == (16,)
+    assert np.all(algo.priorities >= 0)
+
+
+def test_ddpg_critic_target_uses_batch_discount_and_clip() -> None:
+    torch.manual_seed(0)
+    cfg = DDPGConfig(hidden=(8,), normalize_obs=False, q_target_clip=(-1.0, 0.0), critic_lr=0.0, actor_lr=0.0)
+    algo = DDPG.from_spaces(BOX_OBS, BOX_ACT, cfg, device="cpu")
+    batch = make_batch(BOX_OBS, BOX_ACT)
+    t = batch.to_torch()
+    with torch.no_grad():
+        q_next = algo.critic_target(t.obs_next, algo.actor_target(t.obs_next))[0]
+        y = (t.rew + t.discount * q_next).clamp(-1.0, 0.0)
+        q = algo.critic(t.obs, t.act)[0]
+    stats = algo.update(batch)
+    assert stats.critic_loss == pytest.approx(float(((q - y) ** 2).mean()), rel=1e-5)
+
+
+def test_sac_alpha_is_learned_towards_target_entropy() -> None:
+    torch.manual_seed(0)
+    algo = SAC.from_spaces(
+        BOX_OBS, BOX_ACT, SACConfig(hidden=(16,), alpha_lr=1e-2, target_entropy=100.0), device="cpu"
+    )
+    batch = make_batch(BOX_OBS, BOX_ACT)
+    for _ in range(20):
+        algo.update(batch)
+    assert algo.alpha > 1.0  # entropy far below the (unreachable) target -> alpha grows
+    fixed = SAC.from_spaces(
+        BOX_OBS, BOX_ACT, SACConfig(hidden=(16,), autotune_alpha=False, init_alpha=0.2), device="cpu"
+    )
+    for _ in range(5):
+        fixed.update(batch)
+    assert fixed.alpha == pytest.approx(0.2)
+
+
+def test_squashed_actor_deterministic_is_mean() -> None:
+    actor = SquashedGaussianActor(3, BOX_ACT, (8,))
+    x = torch.randn(4, 3)
+    a1, _ = actor(x, deterministic=True)
+    a2, _ = actor(x, deterministic=True)
+    torch.testing.assert_close(a1, a2)
+
+
+def test_invalid_configs_raise() -> None:
+    with pytest.raises(ValueError):
+        DQNConfig(loss="l1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        TD3Config(policy_delay=0)
+    with pytest.raises(ValueError):
+        SACConfig(tau=0.0)
+    with pytest.raises(ValueError):
+        DDPGConfig(q_target_clip=(1.0, -1.0))
+    with pytest.raises(ValueError):
+        DQN.from_spaces(BOX_OBS, BOX_ACT, device="cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize(("cls", "config"), CONTINUOUS, ids=lambda x: getattr(x, "__name__", ""))
+def test_continuous_update_on_cuda(cls, config) -> None:
+    algo = cls.from_spaces(GOAL_OBS, BOX_ACT, config, device="cuda")
+    stats = algo.update(make_batch(GOAL_OBS, BOX_ACT, weights=np.ones(16, np.float32)))
+    assert np.isfinite(stats.critic_loss)
+    assert algo.act(make_batch(GOAL_OBS, BOX_ACT).obs).shape == (16, 2)
