@@ -1,0 +1,286 @@
+"""Step a gymnasium vector env with a policy and write whole vector steps into a replay buffer.
+
+Autoreset modes (``envs.metadata["autoreset_mode"]``, gymnasium >= 1.0):
+
+* ``NEXT_STEP`` (default): the step after a done returns the reset observation with reward 0 and
+  ignores the action. That row is not a transition: it is passed to ``buffer.add`` with
+  ``mask[i] = False``, and the true final observation was already stored as ``obs_next`` of the
+  done step (CASES.md #6).
+* ``SAME_STEP``: the done step returns the reset observation; the true final observation is in
+  ``info["final_obs"]`` and is what the buffer receives as ``obs_next``.
+* ``DISABLED``: the collector resets done envs itself with ``options={"reset_mask": done}``.
+
+``terminated`` and ``truncated`` are passed through separately (truncation bootstraps, termination
+does not). Episode returns are computed from the env's reward even when ``reward_fn`` replaces the
+stored reward.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from rlcore.stats import CollectStats, EvalStats
+
+__all__ = ["Collector", "Policy", "RewardFn", "evaluate"]
+
+Policy = Callable[[Any], np.ndarray]
+"""``policy(obs) -> act``: a NumPy batch of N observations to N actions."""
+RewardFn = Callable[[Any, np.ndarray, Any, np.ndarray], np.ndarray]
+"""``reward_fn(obs, act, obs_next, rew) -> rew``: float ``[N]`` rewards to store instead of ``rew``."""
+
+
+def _rows(obs: Any, idx: np.ndarray) -> Any:
+    if isinstance(obs, Mapping):
+        return {k: v[idx] for k, v in obs.items()}
+    return obs[idx]
+
+
+def _copy(obs: Any) -> Any:
+    if isinstance(obs, Mapping):
+        return {k: np.array(v, copy=True) for k, v in obs.items()}
+    return np.array(obs, copy=True)
+
+
+def _set_row(dst: Any, i: int, src: Any) -> None:
+    if isinstance(dst, Mapping):
+        for k in dst:
+            dst[k][i] = src[k]
+    else:
+        dst[i] = src
+
+
+def _info_at(info: Mapping[str, Any], key: str, i: int) -> Any | None:
+    """``info[key][i]`` of a vector-env info dict, or ``None`` when env i did not report ``key``."""
+    if key not in info:
+        return None
+    mask = info.get("_" + key)
+    if mask is not None and not mask[i]:
+        return None
+    return info[key][i]
+
+
+class Collector:
+    """Runs a vector env with a policy and writes each vector step into a buffer in one ``add`` call.
+
+    Args:
+        envs: a gymnasium ``VectorEnv`` (``SyncVectorEnv``, ``AsyncVectorEnv``, or anything with the
+            same API) with N sub-envs.
+        buffer: an rlcore buffer (``add(obs, act, rew, terminated, truncated, obs_next, *, mask)``),
+            or ``None`` to only step the env (evaluation).
+        reward_fn: optional ``reward_fn(obs, act, obs_next, rew) -> rew`` whose output is stored
+            instead of the env reward (learned rewards); ``obs_next`` is the true next observation.
+
+    The collector does not reset at construction; call :meth:`reset` (the trainer does this once,
+    explicitly, before the first collection).
+    """
+
+    def __init__(
+        self, envs: gym.vector.VectorEnv, buffer: Any | None = None, *, reward_fn: RewardFn | None = None
+    ) -> None:
+        self.envs = envs
+        self.buffer = buffer
+        self.reward_fn = reward_fn
+        self.num_envs = int(envs.num_envs)
+        mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        self.autoreset_mode = AutoresetMode(mode) if isinstance(mode, str) else mode
+        self.obs: Any = None
+        self._reset_row_N = np.zeros(self.num_envs, dtype=bool)
+        self._ep_return_N = np.zeros(self.num_envs, dtype=np.float64)
+        self._ep_length_N = np.zeros(self.num_envs, dtype=np.int64)
+        self.env_steps = 0
+        self.episodes = 0
+
+    @property
+    def needs_reset(self) -> bool:
+        """True until :meth:`reset` was called once."""
+        return self.obs is None
+
+    def reset(self, *, seed: int | None = None) -> None:
+        """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and the action-space sampler."""
+        self.obs, _ = self.envs.reset(seed=seed)
+        if seed is not None:
+            self.envs.action_space.seed(seed)
+        self._reset_row_N[:] = False
+        self._ep_return_N[:] = 0.0
+        self._ep_length_N[:] = 0
+
+    def collect(self, n_env_steps: int, *, policy: Policy | None = None) -> CollectStats:
+        """Step until at least ``n_env_steps`` transitions were written (N per vector step at most).
+
+        Args:
+            n_env_steps: transitions to collect (> 0).
+            policy: ``policy(obs) -> act``; ``None`` samples uniformly from the action space.
+
+        Raises:
+            RuntimeError: :meth:`reset` was never called.
+            ValueError: ``n_env_steps <= 0``.
+        """
+        if self.obs is None:
+            raise RuntimeError(
+                "Collector.collect() before reset(): call collector.reset(seed=...) once first"
+            )
+        if n_env_steps <= 0:
+            raise ValueError(f"n_env_steps must be > 0, got {n_env_steps}")
+        start = time.perf_counter()
+        returns: list[float] = []
+        lengths: list[int] = []
+        successes: list[float] = []
+        written = vector_steps = 0
+        while written < n_env_steps:
+            obs = self.obs
+            act = self.envs.action_space.sample() if policy is None else policy(obs)
+            obs_next, rew_N, term_N, trunc_N, info = self.envs.step(act)
+            vector_steps += 1
+            transition_N = ~self._reset_row_N
+            done_N = (term_N | trunc_N) & transition_N
+            done_idx = np.flatnonzero(done_N)
+
+            # The observation that follows each transition, and the one the next step starts from.
+            next_obs = obs_next
+            if self.autoreset_mode == AutoresetMode.SAME_STEP and done_idx.size:
+                next_obs = _copy(obs_next)
+                for i in done_idx:
+                    _set_row(next_obs, i, info["final_obs"][i])
+            self.obs = obs_next
+            if self.autoreset_mode == AutoresetMode.DISABLED and done_idx.size:
+                self.obs, _ = self.envs.reset(options={"reset_mask": done_N})
+
+            rew_N = np.asarray(rew_N)
+            stored_rew_N = (
+                rew_N if self.reward_fn is None else np.asarray(self.reward_fn(obs, act, next_obs, rew_N))
+            )
+            if self.buffer is not None:
+                mask = None if transition_N.all() else transition_N
+                self.buffer.add(obs, act, stored_rew_N, term_N, trunc_N, next_obs, mask=mask)
+
+            self._ep_return_N += np.where(transition_N, rew_N, 0.0)
+            self._ep_length_N += transition_N
+            for i in done_idx:
+                returns.append(float(self._ep_return_N[i]))
+                lengths.append(int(self._ep_length_N[i]))
+                info_i = info["final_info"] if self.autoreset_mode == AutoresetMode.SAME_STEP else info
+                success = _info_at(info_i, "is_success", i)
+                if success is not None:
+                    successes.append(float(success))
+            self._ep_return_N[done_idx] = 0.0
+            self._ep_length_N[done_idx] = 0
+            n = int(transition_N.sum())
+            written += n
+            # NEXT_STEP: the next row of a done env is its reset and carries no transition.
+            self._reset_row_N = (
+                done_N if self.autoreset_mode == AutoresetMode.NEXT_STEP else np.zeros_like(done_N)
+            )
+
+        self.env_steps += written
+        self.episodes += len(returns)
+        return CollectStats(
+            env_steps=written,
+            vector_steps=vector_steps,
+            episode_returns=tuple(returns),
+            episode_lengths=tuple(lengths),
+            episode_successes=tuple(successes),
+            duration_s=time.perf_counter() - start,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The collector's own state, the action sampler's RNG, and (when picklable) the sub-envs.
+
+        The sub-envs of a ``SyncVectorEnv`` are pickled when they allow it (classic-control envs
+        do; MuJoCo envs do not). Otherwise ``"envs"`` is ``None`` and :meth:`load_state_dict`
+        resets the envs, so a resumed run continues from fresh episodes.
+        """
+        envs_blob: bytes | None = None
+        sub_envs = getattr(self.envs, "envs", None)
+        if sub_envs is not None:
+            try:
+                envs_blob = pickle.dumps((sub_envs, getattr(self.envs, "_autoreset_envs", None)))
+            except Exception:  # noqa: BLE001 - any pickling failure means "not restorable"
+                envs_blob = None
+        return {
+            "obs": _copy(self.obs) if self.obs is not None else None,
+            "reset_row": self._reset_row_N.copy(),
+            "ep_return": self._ep_return_N.copy(),
+            "ep_length": self._ep_length_N.copy(),
+            "env_steps": self.env_steps,
+            "episodes": self.episodes,
+            "action_rng": self.envs.action_space.np_random.bit_generator.state,
+            "envs": envs_blob,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any], *, seed: int | None = None) -> None:
+        """Restore :meth:`state_dict`; without a restorable env snapshot, reset the envs with ``seed``."""
+        self.env_steps = int(state["env_steps"])
+        self.episodes = int(state["episodes"])
+        self.envs.action_space.np_random.bit_generator.state = state["action_rng"]
+        if state["envs"] is not None and hasattr(self.envs, "envs"):
+            sub_envs, autoreset = pickle.loads(state["envs"])  # noqa: S301 - our own checkpoint
+            self.envs.envs = sub_envs
+            if autoreset is not None:
+                self.envs._autoreset_envs = autoreset
+            self.obs = _copy(state["obs"])
+            self._reset_row_N = state["reset_row"].copy()
+            self._ep_return_N = state["ep_return"].copy()
+            self._ep_length_N = state["ep_length"].copy()
+        else:
+            warnings.warn(
+                "the checkpoint holds no env snapshot (envs not picklable): envs are reset on resume",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            rng_state = state["action_rng"]
+            self.reset(seed=seed)
+            self.envs.action_space.np_random.bit_generator.state = rng_state
+
+
+def evaluate(
+    policy: Policy, envs: gym.vector.VectorEnv, n_episodes: int, *, seed: int | None = None
+) -> EvalStats:
+    """Run ``n_episodes`` full episodes with ``policy`` on ``envs`` (reset first) and summarise them.
+
+    Episodes are spread evenly over the N sub-envs (env i runs ``n_episodes // N`` episodes, plus
+    one for the first ``n_episodes % N``), so short episodes are not over-represented.
+
+    Raises:
+        ValueError: ``n_episodes <= 0``.
+    """
+    if n_episodes <= 0:
+        raise ValueError(f"n_episodes must be > 0, got {n_episodes}")
+    n = int(envs.num_envs)
+    quota_N = np.full(n, n_episodes // n) + (np.arange(n) < n_episodes % n)
+    mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    obs, _ = envs.reset(seed=seed)
+    ret_N = np.zeros(n)
+    len_N = np.zeros(n, dtype=np.int64)
+    reset_row_N = np.zeros(n, dtype=bool)
+    returns: list[float] = []
+    lengths: list[int] = []
+    successes: list[float] = []
+    while (quota_N > 0).any():
+        obs, rew_N, term_N, trunc_N, info = envs.step(policy(obs))
+        live_N = ~reset_row_N
+        ret_N += np.where(live_N, rew_N, 0.0)
+        len_N += live_N
+        done_N = (term_N | trunc_N) & live_N
+        for i in np.flatnonzero(done_N):
+            if quota_N[i] > 0:
+                quota_N[i] -= 1
+                returns.append(float(ret_N[i]))
+                lengths.append(int(len_N[i]))
+                success = _info_at(
+                    info["final_info"] if mode == AutoresetMode.SAME_STEP else info, "is_success", i
+                )
+                if success is not None:
+                    successes.append(float(success))
+            ret_N[i] = 0.0
+            len_N[i] = 0
+        if mode == AutoresetMode.DISABLED and done_N.any():
+            obs, _ = envs.reset(options={"reset_mask": done_N})
+        reset_row_N = done_N if mode == AutoresetMode.NEXT_STEP else np.zeros_like(done_N)
+    return EvalStats.from_episodes(returns, lengths, successes)
