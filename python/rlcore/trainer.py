@@ -1,0 +1,315 @@
+"""``OffPolicyTrainer``: an iterator whose every ``next()`` is collect -> update -> (evaluate).
+
+Contract:
+
+* ``next(trainer)`` collects ``collect_env_steps`` env steps (uniformly random actions during
+  ``warmup_env_steps``), runs ``utd_ratio`` gradient steps per env step collected after the warm-up
+  (fractions carry over to the next iteration, so the long-run ratio is exact), evaluates on ``eval_envs`` every ``eval_every``
+  iterations and at the last one, and returns a frozen :class:`~rlcore.stats.EpochStats`.
+* Iteration stops once ``max_env_steps`` is reached (never when it is ``None``).
+* ``iter(trainer)`` returns the trainer itself and never resets anything: a ``for`` loop that is
+  left early and started again continues where it stopped, and several trainers can be advanced
+  side by side with ``zip``. The envs are reset once, before the first collection.
+* After any ``next()``, :meth:`save_checkpoint` stores algorithm (networks, optimizers, normaliser),
+  buffer, collector (env snapshot when the envs pickle), counters and the torch RNG; a fresh
+  trainer built the same way and given :meth:`load_checkpoint` yields the same next stats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pickle
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+from rlcore.algos.common import OffPolicyAlgorithm
+from rlcore.collector import Collector, RewardFn, evaluate
+from rlcore.stats import EpisodeStats, EpochStats, EvalStats, TimeStats, mean_stats
+
+__all__ = ["Logger", "OffPolicyTrainer", "OffPolicyTrainerConfig"]
+
+
+class Logger(Protocol):
+    """A sink for iteration statistics (see :mod:`rlcore.logging`)."""
+
+    def write(self, stats: EpochStats) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class OffPolicyTrainerConfig:
+    """Schedule of an :class:`OffPolicyTrainer`."""
+
+    max_env_steps: int | None = None
+    """Stop iterating once this many training env steps were collected (``None``: never stop)."""
+    collect_env_steps: int = 1
+    """Env steps (transitions, summed over the N envs) collected per iteration; at least N per call."""
+    utd_ratio: float = 1.0
+    """Gradient steps per collected env step (update-to-data ratio)."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    n_step: int = 1
+    """n of the n-step return the buffer computes."""
+    gamma: float = 0.99
+    """Discount factor the buffer folds into ``batch.discount``."""
+    warmup_env_steps: int = 0
+    """Env steps with uniformly random actions and no gradient step at the start."""
+    eval_every: int | None = None
+    """Evaluate every this many iterations (and at the last one); ``None``: never."""
+    eval_episodes: int = 10
+    """Episodes per evaluation, spread over the eval envs."""
+    per_beta_end: float | None = None
+    """Anneal a prioritized buffer's ``beta`` linearly from its initial value to this by ``max_env_steps``."""
+    seed: int = 0
+    """Seed of the training envs' first reset and of the action sampler; eval envs use ``seed + 10_000``."""
+
+    def __post_init__(self) -> None:
+        if self.collect_env_steps < 1:
+            raise ValueError(f"collect_env_steps must be >= 1, got {self.collect_env_steps}")
+        if self.utd_ratio < 0 or not math.isfinite(self.utd_ratio):
+            raise ValueError(f"utd_ratio must be a finite number >= 0, got {self.utd_ratio}")
+        if self.batch_size < 1 or self.n_step < 1:
+            raise ValueError("batch_size and n_step must be >= 1")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if self.eval_every is not None and self.eval_every < 1:
+            raise ValueError(f"eval_every must be >= 1 or None, got {self.eval_every}")
+        if self.eval_episodes < 1:
+            raise ValueError(f"eval_episodes must be >= 1, got {self.eval_episodes}")
+        if self.max_env_steps is not None and self.max_env_steps < 1:
+            raise ValueError(f"max_env_steps must be >= 1 or None, got {self.max_env_steps}")
+        if self.per_beta_end is not None and self.max_env_steps is None:
+            raise ValueError("per_beta_end needs max_env_steps (the annealing horizon)")
+
+
+class OffPolicyTrainer:
+    """Off-policy training loop as an iterator of :class:`~rlcore.stats.EpochStats`.
+
+    Args:
+        algorithm: implements :class:`~rlcore.algos.common.OffPolicyAlgorithm` (DQN, DDPG, TD3, SAC).
+        buffer: an rlcore replay buffer (``add``, ``sample``, ``__len__``; ``update_priorities`` and
+            ``beta`` when prioritized; ``state_dict``/``load_state_dict`` for checkpoints).
+        envs: training vector env.
+        config: the schedule.
+        eval_envs: separate vector env for deterministic evaluation (``None``: no evaluation).
+        reward_fn: optional ``reward_fn(obs, act, obs_next, rew) -> rew`` for the stored rewards.
+
+    Example::
+
+        trainer = OffPolicyTrainer(sac, buffer, envs, config=cfg, eval_envs=eval_envs)
+        for stats in trainer:
+            print(stats.env_steps, stats.eval)
+    """
+
+    def __init__(
+        self,
+        algorithm: OffPolicyAlgorithm,
+        buffer: Any,
+        envs: gym.vector.VectorEnv,
+        *,
+        config: OffPolicyTrainerConfig,
+        eval_envs: gym.vector.VectorEnv | None = None,
+        reward_fn: RewardFn | None = None,
+    ) -> None:
+        if config.eval_every is not None and eval_envs is None:
+            raise ValueError("config.eval_every is set but no eval_envs were given")
+        self.algorithm = algorithm
+        self.buffer = buffer
+        self.config = config
+        self.collector = Collector(envs, buffer, reward_fn=reward_fn)
+        self.eval_envs = eval_envs
+        self.iteration = 0
+        self.grad_steps = 0
+        self._grad_credit = 0.0
+        self._beta_start = float(buffer.beta) if hasattr(buffer, "beta") else None
+        self._evaluations = 0
+
+    @property
+    def env_steps(self) -> int:
+        """Cumulative training env steps (transitions)."""
+        return self.collector.env_steps
+
+    @property
+    def done(self) -> bool:
+        """True once ``max_env_steps`` is reached."""
+        return self.config.max_env_steps is not None and self.env_steps >= self.config.max_env_steps
+
+    def __iter__(self) -> Iterator[EpochStats]:
+        return self
+
+    def _explore(self, obs: Any) -> np.ndarray:
+        return self.algorithm.act(obs, deterministic=False)
+
+    def _greedy(self, obs: Any) -> np.ndarray:
+        return self.algorithm.act(obs, deterministic=True)
+
+    def evaluate(self) -> EvalStats:
+        """Run ``eval_episodes`` deterministic episodes on the eval envs (reset with fresh seeds).
+
+        Raises:
+            RuntimeError: the trainer has no eval envs.
+        """
+        if self.eval_envs is None:
+            raise RuntimeError("this trainer has no eval_envs")
+        self._evaluations += 1
+        seed = self.config.seed + 10_000 + 1_000 * self._evaluations
+        return evaluate(self._greedy, self.eval_envs, self.config.eval_episodes, seed=seed)
+
+    def __next__(self) -> EpochStats:
+        c = self.config
+        if self.done:
+            raise StopIteration
+        if self.collector.needs_reset:
+            self.collector.reset(seed=c.seed)
+        start = time.perf_counter()
+
+        # Collect.
+        warm = self.env_steps < c.warmup_env_steps
+        n_collect = c.collect_env_steps
+        if c.max_env_steps is not None:
+            n_collect = min(n_collect, c.max_env_steps - self.env_steps)
+        collected = self.collector.collect(n_collect, policy=None if warm else self._explore)
+        t_collect = time.perf_counter()
+
+        # Update.
+        algo_stats: list[Any] = []
+        steps_past_warmup = min(collected.env_steps, self.env_steps - c.warmup_env_steps)
+        if steps_past_warmup > 0 and len(self.buffer) >= c.batch_size:
+            self._grad_credit += c.utd_ratio * steps_past_warmup
+            n_grad = int(self._grad_credit)
+            self._grad_credit -= n_grad
+            for _ in range(n_grad):
+                batch = self.buffer.sample(c.batch_size, n_step=c.n_step, gamma=c.gamma)
+                algo_stats.append(self.algorithm.update(batch))
+                if batch.weights is not None and self.algorithm.priorities is not None:
+                    self.buffer.update_priorities(batch.indices, self.algorithm.priorities)
+            self.grad_steps += n_grad
+        if c.per_beta_end is not None and self._beta_start is not None and c.max_env_steps is not None:
+            frac = min(1.0, self.env_steps / c.max_env_steps)
+            self.buffer.beta = self._beta_start + frac * (c.per_beta_end - self._beta_start)
+        t_update = time.perf_counter()
+
+        # Evaluate.
+        self.iteration += 1
+        eval_stats = None
+        if c.eval_every is not None and (self.iteration % c.eval_every == 0 or self.done):
+            eval_stats = self.evaluate()
+        end = time.perf_counter()
+
+        return EpochStats(
+            iteration=self.iteration,
+            env_steps=self.env_steps,
+            grad_steps=self.grad_steps,
+            rollout=EpisodeStats.from_episodes(
+                collected.episode_returns, collected.episode_lengths, collected.episode_successes
+            ),
+            train=mean_stats(algo_stats),
+            eval=eval_stats,
+            time=TimeStats(
+                env_steps=self.env_steps,
+                grad_steps=self.grad_steps,
+                episodes=self.collector.episodes,
+                collect_s=t_collect - start,
+                update_s=t_update - t_collect,
+                eval_s=end - t_update,
+                iteration_s=end - start,
+                env_steps_per_s=collected.env_steps / max(t_update - start, 1e-9),
+            ),
+        )
+
+    def run(self, logger: Logger | None = None) -> EpochStats | None:
+        """Iterate until ``max_env_steps``, writing every iteration to ``logger``; return the last stats.
+
+        Raises:
+            ValueError: ``max_env_steps`` is ``None`` (the loop would never end).
+        """
+        if self.config.max_env_steps is None:
+            raise ValueError(
+                "run() needs config.max_env_steps; iterate the trainer yourself for an endless run"
+            )
+        last = None
+        for stats in self:
+            if logger is not None:
+                logger.write(stats)
+            last = stats
+        return last
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Write ``trainer.pt`` (algorithm, collector, counters, RNGs) and ``buffer.pkl`` into ``path``.
+
+        Returns the directory. The buffer is stored through its ``state_dict()``.
+        """
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        state = {
+            "config": dataclasses.asdict(self.config),
+            "algorithm": self.algorithm.state_dict(),
+            "collector": self.collector.state_dict(),
+            "iteration": self.iteration,
+            "grad_steps": self.grad_steps,
+            "grad_credit": self._grad_credit,
+            "evaluations": self._evaluations,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "buffer_beta": float(self.buffer.beta) if hasattr(self.buffer, "beta") else None,
+        }
+        torch.save(state, path / "trainer.pt")
+        with open(path / "buffer.pkl", "wb") as f:
+            pickle.dump(self.buffer.state_dict(), f, protocol=pickle.HIGHEST_PROTOCOL)
+        (path / "meta.json").write_text(
+            json.dumps({"iteration": self.iteration, "env_steps": self.env_steps})
+        )
+        return path
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore :meth:`save_checkpoint` into this trainer (built with the same algorithm, buffer
+        type and env constructors).
+
+        Raises:
+            FileNotFoundError: ``path`` holds no checkpoint.
+        """
+        path = Path(path)
+        if not (path / "trainer.pt").is_file():
+            raise FileNotFoundError(f"no checkpoint in {path} (expected trainer.pt and buffer.pkl)")
+        state = torch.load(path / "trainer.pt", weights_only=False)
+        self.algorithm.load_state_dict(state["algorithm"])
+        with open(path / "buffer.pkl", "rb") as f:
+            self.buffer.load_state_dict(pickle.load(f))  # noqa: S301 - our own checkpoint
+        self.collector.load_state_dict(state["collector"], seed=self.config.seed + 1)
+        self.iteration = int(state["iteration"])
+        self.grad_steps = int(state["grad_steps"])
+        self._grad_credit = float(state["grad_credit"])
+        self._evaluations = int(state["evaluations"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        if state["buffer_beta"] is not None:
+            self.buffer.beta = state["buffer_beta"]
+
+    @classmethod
+    def resume(
+        cls,
+        path: str | Path,
+        algorithm: OffPolicyAlgorithm,
+        buffer: Any,
+        envs: gym.vector.VectorEnv,
+        *,
+        config: OffPolicyTrainerConfig,
+        eval_envs: gym.vector.VectorEnv | None = None,
+        reward_fn: RewardFn | None = None,
+    ) -> OffPolicyTrainer:
+        """Build a trainer from fresh objects and load the checkpoint at ``path`` into it."""
+        trainer = cls(algorithm, buffer, envs, config=config, eval_envs=eval_envs, reward_fn=reward_fn)
+        trainer.load_checkpoint(path)
+        return trainer
