@@ -43,9 +43,10 @@ class TinyReplay:
         for i in range(len(rew)):
             if mask is not None and not mask[i]:
                 continue
-            pick = lambda x, i=i: (
-                {k: v[i].copy() for k, v in x.items()} if isinstance(x, dict) else np.array(x[i])
-            )  # noqa: E731
+
+            def pick(x, i=i):
+                return {k: v[i].copy() for k, v in x.items()} if isinstance(x, dict) else np.array(x[i])  # noqa: E731
+
             self.rows.append(
                 (
                     pick(obs),
