@@ -1,0 +1,25 @@
+"""rlcore: reinforcement learning with a Rust replay core.
+
+Replay storage, episode-aware indexing, n-step returns, hindsight relabeling, prioritized
+sampling and GAE live in Rust (``rlcore._core``); networks, algorithms, collectors and trainers
+are thin PyTorch layers (``rlcore.algos``, ``rlcore.collector``, ``rlcore.trainer``).
+"""
+
+from rlcore import errors
+from rlcore._core import AddResult, __version__
+from rlcore.batch import TransitionBatch
+from rlcore.buffers import HERReplayBuffer, LinearSchedule, PrioritizedReplayBuffer, ReplayBuffer
+from rlcore.returns import compute_gae, compute_nstep_returns
+
+__all__ = [
+    "AddResult",
+    "HERReplayBuffer",
+    "LinearSchedule",
+    "PrioritizedReplayBuffer",
+    "ReplayBuffer",
+    "TransitionBatch",
+    "__version__",
+    "compute_gae",
+    "compute_nstep_returns",
+    "errors",
+]

@@ -1,0 +1,722 @@
+"""Replay buffers backed by the Rust core (``rlcore._core.RawBuffer``).
+
+Storage model (DESIGN.md, "The storage model"): each env of a vector env owns a contiguous ring
+segment of ``capacity // num_envs`` rows. An episode of length L occupies L + 1 consecutive rows:
+L transition rows (o_t, a_t, r_t, terminated_t, truncated_t, extras) and one terminal row holding
+the final observation o_L. Every observation is stored once and ``obs_next`` of row t is always the
+observation of row t + 1, so the next observation of a terminated, truncated or still running
+episode is always the true one. The overhead is one row per episode.
+
+The hot methods (``add``, ``__len__``) are the Rust methods themselves; ``sample`` is a one-line
+wrapper that packs the Rust result into a :class:`~rlcore.batch.TransitionBatch`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rlcore._core import RawBuffer
+from rlcore.batch import TransitionBatch
+from rlcore.errors import ApiUsageError, InvalidValueError, SaveFileError
+
+__all__ = [
+    "HERReplayBuffer",
+    "LinearSchedule",
+    "PrioritizedReplayBuffer",
+    "ReplayBuffer",
+]
+
+_FORMAT = "rlcore-buffer"
+_FORMAT_VERSION = 1
+_new_batch = tuple.__new__
+
+
+def _space_spec(name: str, space: Any) -> tuple[str, str, tuple[int, ...]]:
+    """(name, dtype name, shape) of one column for a gymnasium space."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete):
+        return (name, np.dtype(space.dtype).name, tuple(int(s) for s in space.shape))
+    if isinstance(space, spaces.Discrete):
+        return (name, "int64", ())
+    raise ApiUsageError(
+        f"{name}: gymnasium space {type(space).__name__} is not supported; use Box, Discrete, "
+        "MultiDiscrete or MultiBinary (and Dict of those for observations)"
+    )
+
+
+def _extra_spec(name: str, spec: Any) -> tuple[str, str, tuple[int, ...]]:
+    if isinstance(spec, tuple) and len(spec) == 2:
+        shape, dtype = spec
+        return (name, np.dtype(dtype).name, tuple(int(s) for s in shape))
+    return _space_spec(name, spec)
+
+
+class ReplayBuffer(RawBuffer):
+    """Episode-aware replay buffer for one env or a vector env of ``num_envs`` envs.
+
+    Args:
+        capacity: total rows of storage, shared equally by the envs (each env gets
+            ``capacity // num_envs`` rows; one row per episode holds its final observation).
+        num_envs: N, the number of envs whose steps each ``add`` receives.
+        seed: seed of the buffer's own Xoshiro256++ generator (``None``: from the OS).
+
+    Raises:
+        InvalidValueError: ``capacity // num_envs < 2`` or ``num_envs < 1``.
+
+    Columns are defined by the first :meth:`add` (shapes and dtypes of its arrays; bool is
+    stored as uint8) or up front by :meth:`from_spaces`. Memory is allocated once, then never
+    reallocated, so the views of :meth:`column` stay valid.
+
+    Example:
+        >>> import numpy as np, rlcore
+        >>> buf = rlcore.ReplayBuffer(1000, num_envs=2, seed=0)
+        >>> obs = np.zeros((2, 3), np.float32)
+        >>> res = buf.add(obs, np.zeros((2, 1), np.float32), np.ones(2), np.zeros(2, bool),
+        ...               np.array([False, True]), obs + 1)
+        >>> len(buf), res.done_envs.tolist(), res.episode_returns.tolist()
+        (2, [1], [1.0])
+        >>> batch = buf.sample(4, n_step=3, gamma=0.9)
+        >>> batch.obs.shape, batch.discount.dtype
+        ((4, 3), dtype('float32'))
+    """
+
+    _kind: ClassVar[str] = "replay"
+
+    def __new__(cls, capacity: int, *, num_envs: int = 1, seed: int | None = None) -> ReplayBuffer:
+        return super().__new__(cls, capacity, num_envs=num_envs, seed=seed)
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def from_spaces(
+        cls,
+        observation_space: Any,
+        action_space: Any,
+        *,
+        capacity: int,
+        num_envs: int = 1,
+        seed: int | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> ReplayBuffer:
+        """A buffer whose columns are declared from gymnasium spaces (use the *single* env's
+        spaces of a vector env). ``extras`` maps a column name to a space or ``(shape, dtype)``.
+
+        Raises:
+            ApiUsageError: an unsupported space (nested Dict, Text, Graph, ...).
+        """
+        buf = cls(capacity, num_envs=num_envs, seed=seed)
+        buf._declare_spaces(observation_space, action_space, extras)
+        return buf
+
+    def _declare_spaces(self, observation_space: Any, action_space: Any, extras: Mapping[str, Any] | None) -> None:
+        from gymnasium import spaces
+
+        if isinstance(observation_space, spaces.Dict):
+            obs = []
+            for key, sub in observation_space.spaces.items():
+                if isinstance(sub, spaces.Dict):
+                    raise ApiUsageError(f"obs['{key}']: nested Dict observation spaces are not supported")
+                obs.append(_space_spec(f"obs.{key}", sub))
+        else:
+            obs = [_space_spec("obs", observation_space)]
+        step = [_space_spec("act", action_space)]
+        for name, spec in (extras or {}).items():
+            step.append(_extra_spec(name, spec))
+        self._declare(obs, step)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        obs: np.ndarray | Mapping[str, np.ndarray],
+        act: np.ndarray,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        obs_next: np.ndarray | Mapping[str, np.ndarray],
+        *,
+        capacity: int | None = None,
+        seed: int | None = None,
+        extras: Mapping[str, np.ndarray] | None = None,
+    ) -> ReplayBuffer:
+        """A single-env buffer holding an offline dataset of T steps in time order.
+
+        Arrays have a leading time dimension T: ``obs``/``obs_next`` ``[T, *O]`` (or dicts of
+        such), ``act`` ``[T, *A]``, ``rew``/``terminated``/``truncated`` ``[T]``. Consecutive
+        steps of one episode must satisfy ``obs[t + 1] == obs_next[t]``; where they don't (or a
+        step is terminated/truncated) a new episode starts. The episode index is exactly the one
+        that T single-step :meth:`add` calls would build. ``capacity`` defaults to the rows the
+        data needs (T plus one row per episode).
+
+        Raises:
+            ShapeError, DTypeError: as :meth:`add`.
+        """
+        rew_a = np.asarray(rew)
+        if rew_a.ndim != 1:
+            from rlcore.errors import ShapeError
+
+            raise ShapeError(f"rew: expected shape [T], got {rew_a.shape}")
+        if capacity is None:
+            capacity = max(2, rew_a.shape[0] + _count_segments(obs, obs_next, terminated, truncated))
+        buf = cls(capacity, num_envs=1, seed=seed)
+        buf._extend(obs, act, rew_a, terminated, truncated, obs_next, **dict(extras or {}))
+        return buf
+
+    # -- sampling -----------------------------------------------------------------------------
+
+    def sample(
+        self,
+        batch_size: int,
+        *,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        out: TransitionBatch | None = None,
+    ) -> TransitionBatch:
+        """Sample ``batch_size`` transitions uniformly (with replacement) among stored ones.
+
+        With ``n_step = n``, for sampled step t in an episode whose last stored step is e − 1,
+        m = min(n, e − t) and ``rew = sum_{k<m} gamma^k r_{t+k}``, ``obs_next = o_{t+m}``,
+        ``discount = gamma^m * (1 - terminated_{t+m-1})`` (DESIGN.md "n-step"; Sutton & Barto
+        2018, eq. 7.1). Windows never cross an episode end or the newest stored step.
+
+        Args:
+            batch_size: B >= 1.
+            n_step: n >= 1.
+            gamma: discount in [0, 1].
+            out: a batch of preallocated arrays (e.g. pinned memory, made once with
+                ``buf.sample(B)`` and reused) to fill instead of allocating; its arrays must
+                match dtypes and shapes exactly and be C-contiguous and writable.
+
+        Returns:
+            TransitionBatch of numpy arrays (see its docstring for shapes and dtypes).
+
+        Raises:
+            InvalidValueError: batch_size < 1, n_step < 1 or gamma outside [0, 1].
+            EmptyBufferError: the buffer holds no transition.
+            ShapeError, DTypeError, ApiUsageError: ``out`` arrays that do not fit.
+        """
+        return _new_batch(TransitionBatch, self._sample(batch_size, n_step, gamma, out, None))
+
+    # -- views --------------------------------------------------------------------------------
+
+    def column(self, name: str) -> np.ndarray | dict[str, np.ndarray]:
+        """A read-only zero-copy view ``[capacity, *shape]`` of a stored column.
+
+        Names: ``"obs"`` (a dict of views for dict observations; ``"obs.<key>"`` for one key),
+        ``"act"``, the extras, ``"rew"`` (float32), ``"terminated"``/``"truncated"`` (uint8) and
+        ``"flags"`` (uint8 bits: 1 transition, 2 episode start, 4 cut, 8 terminal row). Later
+        writes show through the view; the view keeps the buffer alive. Rows are indexed like
+        ``TransitionBatch.indices``; rows that hold no transition contain stale data (use
+        :meth:`is_transition`).
+
+        Raises:
+            ApiUsageError: unknown name, or no columns yet (before the first add).
+        """
+        if name == "obs" and self.obs_is_dict:
+            return {spec[0][4:]: self._column(spec[0]) for spec in self._schema()[0]}
+        return self._column(name)
+
+    @property
+    def obs_is_dict(self) -> bool:
+        """Whether observations are dicts (one column per key)."""
+        return any(spec[0].startswith("obs.") for spec in self._schema()[0])
+
+    @property
+    def obs(self) -> np.ndarray | dict[str, np.ndarray]:
+        """``column("obs")``."""
+        return self.column("obs")
+
+    @property
+    def act(self) -> np.ndarray:
+        """``column("act")``."""
+        return self._column("act")
+
+    @property
+    def rew(self) -> np.ndarray:
+        """``column("rew")``."""
+        return self._column("rew")
+
+    @property
+    def terminated(self) -> np.ndarray:
+        """``column("terminated")``."""
+        return self._column("terminated")
+
+    @property
+    def truncated(self) -> np.ndarray:
+        """``column("truncated")``."""
+        return self._column("truncated")
+
+    # -- state --------------------------------------------------------------------------------
+
+    def _config(self) -> dict[str, Any]:
+        return {"kind": self._kind, "capacity": self.capacity, "num_envs": self.num_envs}
+
+    @classmethod
+    def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
+        return ReplayBuffer(config["capacity"], num_envs=config["num_envs"])
+
+    def state_dict(self) -> dict[str, Any]:
+        """A deep copy of the whole state: ``{"config", "schema", "arrays"}`` (JSON-able config
+        and schema, numpy arrays). Restores exactly with :meth:`load_state_dict`."""
+        obs, step = self._schema()
+        return {
+            "config": self._config(),
+            "schema": {"obs": [list(s) for s in obs], "step": [list(s) for s in step]},
+            "arrays": {name: np.array(arr, copy=True) for name, arr in self._state_parts()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Copy a :meth:`state_dict` into this buffer's existing memory (same kind, capacity,
+        num_envs and columns). Everything is validated before anything changes.
+
+        Raises:
+            SaveFileError: the state does not fit this buffer or is inconsistent.
+        """
+        config = dict(state["config"])
+        mine = self._config()
+        for key in ("kind", "capacity", "num_envs"):
+            if config.get(key) != mine[key]:
+                raise SaveFileError(f"state has {key}={config.get(key)!r}, this buffer has {mine[key]!r}")
+        schema = state["schema"]
+        obs = [(s[0], s[1], tuple(s[2])) for s in schema["obs"]]
+        step = [(s[0], s[1], tuple(s[2])) for s in schema["step"]]
+        cur_obs, cur_step = self._schema()
+        if not cur_step:
+            if step:
+                self._declare(obs, step)
+        elif [tuple(s) for s in cur_obs] != obs or [tuple(s) for s in cur_step] != step:
+            raise SaveFileError(f"state columns {obs + step} differ from this buffer's {cur_obs + cur_step}")
+        self._load_state(dict(state["arrays"]))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore, (type(self), self.state_dict()))
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Save to directory ``path``: one ``.npy`` file per array plus ``manifest.json``.
+
+        The arrays go to a fresh subdirectory; the manifest, which names it, is written last
+        and atomically (write to a temporary file, fsync, rename), so a crash mid-save leaves
+        the previous save intact. Older data subdirectories are removed afterwards.
+
+        Raises:
+            OSError: the directory cannot be written.
+        """
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        data_dir = root / f"data-{uuid.uuid4().hex[:12]}"
+        data_dir.mkdir()
+        files = {}
+        for k, (name, arr) in enumerate(self._state_parts()):
+            fname = f"{k:03d}_{name.replace(':', '_').replace('/', '_')}.npy"
+            with open(data_dir / fname, "wb") as f:
+                np.save(f, arr, allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())
+            files[name] = fname
+        obs, step = self._schema()
+        manifest = {
+            "format": _FORMAT,
+            "version": _FORMAT_VERSION,
+            "class": type(self).__name__,
+            "config": self._config(),
+            "schema": {"obs": [list(s) for s in obs], "step": [list(s) for s in step]},
+            "len": len(self),
+            "data_dir": data_dir.name,
+            "files": files,
+        }
+        tmp = root / f"manifest.json.tmp-{uuid.uuid4().hex[:8]}"
+        with open(tmp, "w") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, root / "manifest.json")
+        for old in root.glob("data-*"):
+            if old.name != data_dir.name:
+                shutil.rmtree(old, ignore_errors=True)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> ReplayBuffer:
+        """Load a buffer saved with :meth:`save`; the round trip is exact (episode index,
+        cursors, priorities and RNG state included). HER buffers saved with a Python reward
+        need ``compute_reward=...`` again (callables are not saved).
+
+        Raises:
+            SaveFileError: missing or unreadable manifest or array file, or inconsistent data.
+        """
+        root = Path(path)
+        manifest = _read_manifest(root)
+        config = manifest["config"]
+        kind = config.get("kind")
+        klass = _KINDS.get(kind)
+        if klass is None:
+            raise SaveFileError(f"{root}: unknown buffer kind {kind!r}")
+        if not issubclass(klass, cls) and not issubclass(cls, klass):
+            raise SaveFileError(f"{root} holds a {klass.__name__}, not a {cls.__name__}")
+        buf = klass._from_config(config, **kwargs)
+        arrays = {}
+        data_dir = root / manifest["data_dir"]
+        for name, fname in manifest["files"].items():
+            try:
+                arrays[name] = np.load(data_dir / fname, allow_pickle=False)
+            except FileNotFoundError as e:
+                raise SaveFileError(f"{root}: array file {manifest['data_dir']}/{fname} is missing") from e
+            except (ValueError, OSError, EOFError) as e:
+                raise SaveFileError(f"{root}: array file {manifest['data_dir']}/{fname} is corrupt ({e})") from e
+        buf.load_state_dict({"config": config, "schema": manifest["schema"], "arrays": arrays})
+        return buf
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(capacity={self.capacity}, num_envs={self.num_envs}, "
+            f"len={len(self)}, columns={[s[0] for s in self._schema()[0] + self._schema()[1]]})"
+        )
+
+
+def _restore(klass: type[ReplayBuffer], state: Mapping[str, Any]) -> ReplayBuffer:
+    buf = klass._from_config(state["config"])
+    buf.load_state_dict(state)
+    return buf
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    mpath = root / "manifest.json"
+    try:
+        text = mpath.read_text()
+    except FileNotFoundError as e:
+        raise SaveFileError(f"{root}: no manifest.json (not a saved rlcore buffer, or the save never finished)") from e
+    try:
+        manifest = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SaveFileError(f"{mpath} is corrupt: {e}") from e
+    if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
+        raise SaveFileError(f"{mpath} is not an rlcore buffer manifest")
+    if manifest.get("version") != _FORMAT_VERSION:
+        raise SaveFileError(f"{mpath} has format version {manifest.get('version')}, expected {_FORMAT_VERSION}")
+    for key in ("config", "schema", "data_dir", "files"):
+        if key not in manifest:
+            raise SaveFileError(f"{mpath} lacks '{key}'")
+    return manifest
+
+
+def _count_segments(obs: Any, obs_next: Any, terminated: Any, truncated: Any) -> int:
+    """Episodes (and continuity cuts) an offline stream will be split into."""
+    done = np.asarray(terminated).astype(bool) | np.asarray(truncated).astype(bool)
+    t_len = done.shape[0]
+    if t_len == 0:
+        return 1
+    if isinstance(obs, Mapping):
+        keys = list(obs)
+        same = np.ones(t_len - 1, bool)
+        for k in keys:
+            a, b = np.asarray(obs[k]), np.asarray(obs_next[k])
+            same &= (a[1:] == b[:-1]).reshape(t_len - 1, -1).all(axis=1)
+    else:
+        a, b = np.asarray(obs), np.asarray(obs_next)
+        same = (a[1:] == b[:-1]).reshape(t_len - 1, -1).all(axis=1)
+    breaks = done[:-1] | ~same
+    return 1 + int(breaks.sum())
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Prioritized experience replay (Schaul et al. 2016, "Prioritized Experience Replay").
+
+    Rows are sampled with probability ``P(i) = p_i / sum_j p_j`` where ``p_i = (|delta_i| +
+    eps)^alpha`` (sec. 3.3), stratified over B equal slices of the priority mass; new transitions
+    get the largest priority set so far. ``sample`` also returns ``weights = (N P(i))^-beta /
+    max_j (N P(j))^-beta`` (sec. 3.4, float32 [B]) with the max taken over all stored
+    transitions. Priorities live in a sum tree and a min tree of float64 in the core; terminal
+    rows and overwritten rows have priority 0 and are never sampled.
+
+    Args:
+        capacity, num_envs, seed: as :class:`ReplayBuffer`.
+        alpha: priority exponent (0 = uniform).
+        beta: importance-sampling exponent; settable any time (``buf.beta = 1.0``), see
+            :class:`LinearSchedule`.
+        eps: added to every priority so none is zero.
+
+    Raises:
+        InvalidValueError: alpha < 0, beta < 0 or eps <= 0.
+    """
+
+    _kind: ClassVar[str] = "prioritized"
+
+    def __new__(
+        cls,
+        capacity: int,
+        *,
+        num_envs: int = 1,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+        seed: int | None = None,
+    ) -> PrioritizedReplayBuffer:
+        return RawBuffer.__new__(
+            cls, capacity, num_envs=num_envs, seed=seed, prioritized=True, alpha=alpha, beta=beta, eps=eps
+        )
+
+    @classmethod
+    def from_spaces(  # type: ignore[override]
+        cls,
+        observation_space: Any,
+        action_space: Any,
+        *,
+        capacity: int,
+        num_envs: int = 1,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+        seed: int | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> PrioritizedReplayBuffer:
+        """As :meth:`ReplayBuffer.from_spaces`, with the PER parameters."""
+        buf = cls(capacity, num_envs=num_envs, alpha=alpha, beta=beta, eps=eps, seed=seed)
+        buf._declare_spaces(observation_space, action_space, extras)
+        return buf
+
+    def _config(self) -> dict[str, Any]:
+        return {**super()._config(), "alpha": self.alpha, "beta": self.beta, "eps": self.eps}
+
+    @classmethod
+    def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
+        return PrioritizedReplayBuffer(
+            config["capacity"],
+            num_envs=config["num_envs"],
+            alpha=config["alpha"],
+            beta=config["beta"],
+            eps=config["eps"],
+        )
+
+
+class HERReplayBuffer(ReplayBuffer):
+    """Hindsight Experience Replay (Andrychowicz et al. 2017) for goal envs with dict
+    observations ``{observation, achieved_goal, desired_goal}``.
+
+    Each sampled transition is relabeled independently with probability
+    ``future_k / (future_k + 1)``: strategy ``"future"`` picks t' uniformly in [t, e − 1] of
+    its episode, ``"final"`` picks e − 1, ``"episode"`` picks uniformly in [s, e − 1]; the new
+    goal is ``achieved_goal`` of o_{t'+1} (the goal reached *after* step t'). It replaces
+    ``desired_goal`` in ``obs`` and ``obs_next``, and every reward of the (n-step) window is
+    recomputed against it. Stored data is never modified. Running episodes relabel from their
+    stored part; after the ring wraps no goal comes from an overwritten row or another episode.
+
+    Args:
+        capacity, num_envs, seed: as :class:`ReplayBuffer`.
+        strategy: ``"future"``, ``"final"`` or ``"episode"``.
+        future_k: relabeled-to-real ratio k (relabel probability k / (k + 1)).
+        compute_reward: vectorised ``f(achieved_goal [M, G], desired_goal [M, G], info) -> [M]``
+            (gymnasium-robotics' ``env.unwrapped.compute_reward`` works as is; ``info`` is an
+            empty dict); called once per ``sample``.
+        distance_threshold: instead of ``compute_reward``: the native Fetch-style sparse reward
+            ``-(||ag - g||_2 > distance_threshold)`` (float32), computed in Rust.
+        goal_keys: names of the (observation, achieved goal, desired goal) keys.
+        prioritized, alpha, beta, eps: prioritized HER (see :class:`PrioritizedReplayBuffer`).
+
+    Raises:
+        InvalidValueError: neither or both of ``compute_reward`` and ``distance_threshold``, a
+            non-callable ``compute_reward``, unknown strategy, future_k < 0.
+        ShapeError: (at the first add) observations without the goal keys, or achieved and
+            desired goals of different shapes.
+    """
+
+    _kind: ClassVar[str] = "her"
+    _compute_reward: Callable[..., Any] | None
+
+    def __new__(
+        cls,
+        capacity: int,
+        *,
+        num_envs: int = 1,
+        seed: int | None = None,
+        strategy: str = "future",
+        future_k: float = 4,
+        compute_reward: Callable[..., Any] | None = None,
+        distance_threshold: float | None = None,
+        goal_keys: tuple[str, str, str] = ("observation", "achieved_goal", "desired_goal"),
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+    ) -> HERReplayBuffer:
+        if (compute_reward is None) == (distance_threshold is None):
+            raise InvalidValueError(
+                "HERReplayBuffer needs exactly one of compute_reward=callable (e.g. "
+                "env.unwrapped.compute_reward) or distance_threshold=float (native sparse reward)"
+            )
+        if compute_reward is not None and not callable(compute_reward):
+            raise InvalidValueError(f"compute_reward must be callable, got {type(compute_reward).__name__}")
+        if len(goal_keys) != 3:
+            raise InvalidValueError(f"goal_keys must name (observation, achieved_goal, desired_goal), got {goal_keys}")
+        self = RawBuffer.__new__(
+            cls,
+            capacity,
+            num_envs=num_envs,
+            seed=seed,
+            prioritized=prioritized,
+            alpha=alpha,
+            beta=beta,
+            eps=eps,
+            her_strategy=strategy,
+            future_k=float(future_k),
+            distance_threshold=distance_threshold,
+            achieved_goal_key=goal_keys[1],
+            desired_goal_key=goal_keys[2],
+        )
+        self._compute_reward = compute_reward
+        self._goal_keys = tuple(goal_keys)
+        return self
+
+    @classmethod
+    def from_spaces(  # type: ignore[override]
+        cls,
+        observation_space: Any,
+        action_space: Any,
+        *,
+        capacity: int,
+        num_envs: int = 1,
+        seed: int | None = None,
+        strategy: str = "future",
+        future_k: float = 4,
+        compute_reward: Callable[..., Any] | None = None,
+        distance_threshold: float | None = None,
+        goal_keys: tuple[str, str, str] = ("observation", "achieved_goal", "desired_goal"),
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+        extras: Mapping[str, Any] | None = None,
+    ) -> HERReplayBuffer:
+        """As :meth:`ReplayBuffer.from_spaces`, with the HER parameters.
+
+        Raises:
+            ShapeError: the observation space lacks one of ``goal_keys``.
+        """
+        from gymnasium import spaces
+
+        from rlcore.errors import ShapeError
+
+        if not isinstance(observation_space, spaces.Dict) or any(
+            k not in observation_space.spaces for k in goal_keys
+        ):
+            raise ShapeError(f"HER needs a Dict observation space with keys {list(goal_keys)}, got {observation_space}")
+        buf = cls(
+            capacity,
+            num_envs=num_envs,
+            seed=seed,
+            strategy=strategy,
+            future_k=future_k,
+            compute_reward=compute_reward,
+            distance_threshold=distance_threshold,
+            goal_keys=goal_keys,
+            prioritized=prioritized,
+            alpha=alpha,
+            beta=beta,
+            eps=eps,
+        )
+        buf._declare_spaces(observation_space, action_space, extras)
+        return buf
+
+    def sample(
+        self,
+        batch_size: int,
+        *,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        out: TransitionBatch | None = None,
+    ) -> TransitionBatch:
+        """As :meth:`ReplayBuffer.sample`, with hindsight relabeling (see the class docstring).
+
+        Raises:
+            ShapeError, DTypeError: ``compute_reward`` returned something other than M numbers.
+            Any exception raised by ``compute_reward`` itself.
+        """
+        return _new_batch(TransitionBatch, self._sample(batch_size, n_step, gamma, out, self._compute_reward))
+
+    @property
+    def strategy(self) -> str:
+        return self._her_config()[0]
+
+    @property
+    def future_k(self) -> float:
+        return self._her_config()[1]
+
+    @property
+    def distance_threshold(self) -> float | None:
+        return self._her_config()[2]
+
+    def _config(self) -> dict[str, Any]:
+        strategy, future_k, threshold, _, _ = self._her_config()
+        cfg = {
+            **super()._config(),
+            "strategy": strategy,
+            "future_k": future_k,
+            "distance_threshold": threshold,
+            "goal_keys": list(self._goal_keys),
+            "prioritized": self.prioritized,
+        }
+        if self.prioritized:
+            cfg.update(alpha=self.alpha, beta=self.beta, eps=self.eps)
+        return cfg
+
+    @classmethod
+    def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
+        compute_reward = kwargs.get("compute_reward")
+        threshold = config.get("distance_threshold")
+        if threshold is None and compute_reward is None:
+            raise ApiUsageError(
+                "this HER buffer was saved with a Python compute_reward; pass "
+                "HERReplayBuffer.load(path, compute_reward=...) to load it"
+            )
+        per = dict(alpha=config["alpha"], beta=config["beta"], eps=config["eps"]) if config.get("prioritized") else {}
+        return HERReplayBuffer(
+            config["capacity"],
+            num_envs=config["num_envs"],
+            strategy=config["strategy"],
+            future_k=config["future_k"],
+            compute_reward=None if threshold is not None else compute_reward,
+            distance_threshold=threshold,
+            goal_keys=tuple(config["goal_keys"]),
+            prioritized=bool(config.get("prioritized")),
+            **per,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore_her, (self.state_dict(), self._compute_reward))
+
+
+def _restore_her(state: Mapping[str, Any], compute_reward: Callable[..., Any] | None) -> HERReplayBuffer:
+    buf = HERReplayBuffer._from_config(state["config"], compute_reward=compute_reward)
+    buf.load_state_dict(state)
+    return buf  # type: ignore[return-value]
+
+
+_KINDS: dict[str, type[ReplayBuffer]] = {
+    "replay": ReplayBuffer,
+    "prioritized": PrioritizedReplayBuffer,
+    "her": HERReplayBuffer,
+}
+
+
+class LinearSchedule:
+    """Linear annealing from ``start`` to ``end`` over ``duration`` steps, then constant; e.g.
+    PER's β from 0.4 to 1 (Schaul et al. 2016, sec. 3.4): ``buf.beta = schedule(step)``.
+
+    Raises:
+        InvalidValueError: duration < 1.
+    """
+
+    def __init__(self, start: float, end: float, duration: int) -> None:
+        if duration < 1:
+            raise InvalidValueError(f"duration must be >= 1, got {duration}")
+        self.start, self.end, self.duration = float(start), float(end), int(duration)
+
+    def __call__(self, step: int) -> float:
+        frac = min(max(step, 0) / self.duration, 1.0)
+        return self.start + frac * (self.end - self.start)

@@ -1,0 +1,247 @@
+//! Element types of stored columns and the casts allowed when writing into them.
+
+use crate::error::{CoreError, Result};
+
+/// Element type of a column or of an input array (native byte order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    Bool,
+    U8,
+    U16,
+    U32,
+    U64,
+    I8,
+    I16,
+    I32,
+    I64,
+    F32,
+    F64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Bool,
+    Unsigned,
+    Signed,
+    Float,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::Bool | DType::U8 | DType::I8 => 1,
+            DType::U16 | DType::I16 => 2,
+            DType::U32 | DType::I32 | DType::F32 => 4,
+            DType::U64 | DType::I64 | DType::F64 => 8,
+        }
+    }
+
+    fn kind(self) -> Kind {
+        match self {
+            DType::Bool => Kind::Bool,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => Kind::Unsigned,
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 => Kind::Signed,
+            DType::F32 | DType::F64 => Kind::Float,
+        }
+    }
+
+    /// From NumPy's `dtype.kind` character and `dtype.itemsize`.
+    pub fn from_kind(kind: u8, itemsize: usize) -> Option<DType> {
+        Some(match (kind, itemsize) {
+            (b'b', 1) => DType::Bool,
+            (b'u', 1) => DType::U8,
+            (b'u', 2) => DType::U16,
+            (b'u', 4) => DType::U32,
+            (b'u', 8) => DType::U64,
+            (b'i', 1) => DType::I8,
+            (b'i', 2) => DType::I16,
+            (b'i', 4) => DType::I32,
+            (b'i', 8) => DType::I64,
+            (b'f', 4) => DType::F32,
+            (b'f', 8) => DType::F64,
+            _ => return None,
+        })
+    }
+
+    /// The NumPy name (`"float32"`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<DType> {
+        Some(match name {
+            "bool" => DType::Bool,
+            "uint8" => DType::U8,
+            "uint16" => DType::U16,
+            "uint32" => DType::U32,
+            "uint64" => DType::U64,
+            "int8" => DType::I8,
+            "int16" => DType::I16,
+            "int32" => DType::I32,
+            "int64" => DType::I64,
+            "float32" => DType::F32,
+            "float64" => DType::F64,
+            _ => return None,
+        })
+    }
+
+    /// NumPy's `same_kind` rule: bool into anything; unsigned into unsigned, signed or float;
+    /// signed into signed or float; float into float. Float into an integer column, and any
+    /// number into a bool column, lose information and are refused.
+    pub fn can_cast_to(self, dst: DType) -> bool {
+        use Kind::*;
+        matches!(
+            (self.kind(), dst.kind()),
+            (Bool, _)
+                | (Unsigned, Unsigned | Signed | Float)
+                | (Signed, Signed | Float)
+                | (Float, Float)
+        )
+    }
+}
+
+/// Check that `src` can be written into a column of dtype `dst`, naming the column on failure.
+pub fn check_cast(what: &str, src: DType, dst: DType) -> Result<()> {
+    if src.can_cast_to(dst) {
+        Ok(())
+    } else {
+        Err(CoreError::dtype(format!(
+            "{what}: cannot store {} values in a {} column without loss; convert explicitly \
+             (e.g. arr.astype(np.{}))",
+            src.name(),
+            dst.name(),
+            dst.name()
+        )))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Value {
+    F(f64),
+    I(i64),
+    U(u64),
+}
+
+#[inline]
+fn read(dt: DType, b: &[u8]) -> Value {
+    macro_rules! rd {
+        ($t:ty) => {{
+            let mut a = [0u8; std::mem::size_of::<$t>()];
+            a.copy_from_slice(&b[..std::mem::size_of::<$t>()]);
+            <$t>::from_ne_bytes(a)
+        }};
+    }
+    match dt {
+        DType::Bool | DType::U8 => Value::U(b[0] as u64),
+        DType::U16 => Value::U(rd!(u16) as u64),
+        DType::U32 => Value::U(rd!(u32) as u64),
+        DType::U64 => Value::U(rd!(u64)),
+        DType::I8 => Value::I(b[0] as i8 as i64),
+        DType::I16 => Value::I(rd!(i16) as i64),
+        DType::I32 => Value::I(rd!(i32) as i64),
+        DType::I64 => Value::I(rd!(i64)),
+        DType::F32 => Value::F(rd!(f32) as f64),
+        DType::F64 => Value::F(rd!(f64)),
+    }
+}
+
+#[inline]
+fn write(dt: DType, v: Value, out: &mut [u8]) {
+    macro_rules! wr {
+        ($t:ty, $x:expr) => {{
+            out[..std::mem::size_of::<$t>()].copy_from_slice(&($x as $t).to_ne_bytes());
+        }};
+    }
+    let (f, i, u) = match v {
+        Value::F(f) => (f, f as i64, f as u64),
+        Value::I(i) => (i as f64, i, i as u64),
+        Value::U(u) => (u as f64, u as i64, u),
+    };
+    match dt {
+        DType::Bool => out[0] = (u != 0 || f != 0.0) as u8,
+        DType::U8 => wr!(u8, u),
+        DType::U16 => wr!(u16, u),
+        DType::U32 => wr!(u32, u),
+        DType::U64 => wr!(u64, u),
+        DType::I8 => wr!(i8, i),
+        DType::I16 => wr!(i16, i),
+        DType::I32 => wr!(i32, i),
+        DType::I64 => wr!(i64, i),
+        DType::F32 => wr!(f32, f),
+        DType::F64 => wr!(f64, f),
+    }
+}
+
+/// Copy `src` (elements of `src_dt`) into `dst` (elements of `dst_dt`), converting each element.
+/// Both slices must hold the same number of elements.
+pub fn cast_into(src: &[u8], src_dt: DType, dst: &mut [u8], dst_dt: DType) {
+    if src_dt == dst_dt || (src_dt.size() == 1 && dst_dt.size() == 1 && src_dt != DType::I8) {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let (ss, ds) = (src_dt.size(), dst_dt.size());
+    for (s, d) in src.chunks_exact(ss).zip(dst.chunks_exact_mut(ds)) {
+        write(dst_dt, read(src_dt, s), d);
+    }
+}
+
+/// Read element `i` of a byte slice of dtype `dt` as f64 (for rewards).
+#[inline]
+pub fn read_f64(dt: DType, bytes: &[u8], i: usize) -> f64 {
+    let s = dt.size();
+    match read(dt, &bytes[i * s..(i + 1) * s]) {
+        Value::F(f) => f,
+        Value::I(x) => x as f64,
+        Value::U(x) => x as f64,
+    }
+}
+
+/// Read element `i` as a flag: nonzero means set.
+#[inline]
+pub fn read_flag(dt: DType, bytes: &[u8], i: usize) -> bool {
+    let s = dt.size();
+    bytes[i * s..(i + 1) * s].iter().any(|&b| b != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_kind_rules() {
+        assert!(DType::F64.can_cast_to(DType::F32));
+        assert!(DType::I64.can_cast_to(DType::F32));
+        assert!(DType::Bool.can_cast_to(DType::U8));
+        assert!(DType::U8.can_cast_to(DType::I64));
+        assert!(!DType::F32.can_cast_to(DType::I64));
+        assert!(!DType::I64.can_cast_to(DType::U8));
+        assert!(!DType::I64.can_cast_to(DType::Bool));
+    }
+
+    #[test]
+    fn cast_f64_to_f32_and_i32_to_f64() {
+        let src: Vec<u8> = [1.5f64, -2.25].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let mut dst = vec![0u8; 8];
+        cast_into(&src, DType::F64, &mut dst, DType::F32);
+        let a = f32::from_ne_bytes(dst[0..4].try_into().unwrap());
+        let b = f32::from_ne_bytes(dst[4..8].try_into().unwrap());
+        assert_eq!((a, b), (1.5, -2.25));
+        let src: Vec<u8> = [-3i32].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let mut dst = vec![0u8; 8];
+        cast_into(&src, DType::I32, &mut dst, DType::F64);
+        assert_eq!(f64::from_ne_bytes(dst[..].try_into().unwrap()), -3.0);
+    }
+}

@@ -1,0 +1,30 @@
+//! rlcore-core: the replay core of rlcore, in pure Rust.
+//!
+//! - [`storage`]: episode-contiguous ring storage with one terminal row per episode, per-env
+//!   segments, continuity check, fixed memory;
+//! - [`sampling`]: uniform and prioritized draws, n-step windows, HER relabeling, gathers into
+//!   caller-owned arrays;
+//! - [`episodes`]: O(1) episode queries; [`per`]: priority updates over [`sumtree`];
+//! - [`gae`]: GAE and n-step returns on raw arrays; [`state`]: export/import for save/load.
+//!
+//! Semantics are specified in DESIGN.md ("Returns, relabeling, priorities — exact semantics").
+
+pub mod dtype;
+pub mod episodes;
+pub mod error;
+pub mod gae;
+pub mod per;
+pub mod rng;
+pub mod sampling;
+pub mod state;
+pub mod storage;
+pub mod sumtree;
+
+pub use dtype::DType;
+pub use error::{CoreError, Result};
+pub use gae::{compute_gae, compute_nstep_returns};
+pub use sampling::{BatchOut, Plan, RewardFn};
+pub use state::StatePart;
+pub use storage::{
+    AddOutcome, Array, ColumnSpec, EpisodeDone, GoalStrategy, HerConfig, ReplayCore, Steps,
+};

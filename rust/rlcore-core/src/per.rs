@@ -1,0 +1,79 @@
+//! Priority updates for prioritized replay (Schaul et al. 2016, sec. 3.3).
+
+use crate::error::{CoreError, Result};
+use crate::storage::{ReplayCore, F_TRANSITION};
+
+impl ReplayCore {
+    /// Set `(p + eps)^alpha` as the priority of each row. All inputs are validated before any
+    /// write: a negative, NaN or infinite priority, an index out of range or a length mismatch
+    /// fails the whole call. Rows that no longer hold a transition (overwritten by a terminal or
+    /// newer open row since they were sampled) are skipped; their count is returned.
+    pub fn update_priorities(&mut self, idx: &[i64], prio: &[f64]) -> Result<usize> {
+        let rows = self.rows;
+        let Some(per) = self.per.as_ref() else {
+            return Err(CoreError::usage("update_priorities needs a prioritized buffer"));
+        };
+        if idx.len() != prio.len() {
+            return Err(CoreError::shape(format!(
+                "update_priorities: {} indices but {} priorities; pass one priority per index",
+                idx.len(),
+                prio.len()
+            )));
+        }
+        for (k, (&i, &p)) in idx.iter().zip(prio.iter()).enumerate() {
+            if i < 0 || i as usize >= rows {
+                return Err(CoreError::value(format!(
+                    "update_priorities: index {i} (position {k}) is out of range [0, {rows})"
+                )));
+            }
+            if !(p.is_finite() && p >= 0.0) {
+                return Err(CoreError::value(format!(
+                    "update_priorities: priority {p} (position {k}) must be finite and >= 0"
+                )));
+            }
+        }
+        let (alpha, eps) = (per.alpha, per.eps);
+        let mut skipped = 0;
+        let mut max_p = per.max_p;
+        let mut updates = Vec::with_capacity(idx.len());
+        for (&i, &p) in idx.iter().zip(prio.iter()) {
+            let r = i as usize;
+            if self.flags[r] & F_TRANSITION == 0 || self.abs_of(r).is_none() {
+                skipped += 1;
+                continue;
+            }
+            let v = (p + eps).powf(alpha);
+            if !(v.is_finite() && v > 0.0) {
+                return Err(CoreError::value(format!(
+                    "update_priorities: (p + eps)^alpha = {v} for p = {p} is not a positive \
+                     finite number"
+                )));
+            }
+            max_p = max_p.max(v);
+            updates.push((r, v));
+        }
+        if let Some(per) = self.per.as_mut() {
+            for (r, v) in updates {
+                per.tree.set(r, v);
+            }
+            per.max_p = max_p;
+        }
+        Ok(skipped)
+    }
+
+    /// Current priorities `(p + eps)^alpha` of the given rows (0 for non-transition rows).
+    pub fn priorities(&self, idx: &[i64]) -> Result<Vec<f64>> {
+        let Some(per) = self.per.as_ref() else {
+            return Err(CoreError::usage("priorities are only defined for prioritized buffers"));
+        };
+        idx.iter()
+            .map(|&i| {
+                if i < 0 || i as usize >= self.rows {
+                    Err(CoreError::value(format!("index {i} is out of range [0, {})", self.rows)))
+                } else {
+                    Ok(per.tree.get(i as usize))
+                }
+            })
+            .collect()
+    }
+}

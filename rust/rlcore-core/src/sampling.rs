@@ -1,0 +1,446 @@
+//! Drawing rows, n-step windows and the gather into caller-owned output arrays
+//! (DESIGN.md, "Returns, relabeling, priorities").
+
+use crate::error::{CoreError, Result};
+use crate::gae::check_unit;
+use crate::storage::{GoalStrategy, ReplayCore, F_TRANSITION};
+
+/// Caller-owned output arrays for one batch of B samples (C-contiguous, row-major).
+pub struct BatchOut<'a> {
+    /// One slice per observation column, `B * item_bytes` each.
+    pub obs: Vec<&'a mut [u8]>,
+    pub obs_next: Vec<&'a mut [u8]>,
+    /// `act` then the extras, `B * item_bytes` each.
+    pub step: Vec<&'a mut [u8]>,
+    pub rew: &'a mut [f32],
+    pub terminated: &'a mut [u8],
+    pub truncated: &'a mut [u8],
+    pub discount: &'a mut [f32],
+    pub indices: &'a mut [i64],
+    /// Importance weights; required for prioritized buffers, ignored otherwise.
+    pub weights: Option<&'a mut [f32]>,
+}
+
+/// A vectorised reward function for HER relabeling: `(achieved_goal bytes [M, G], desired_goal
+/// bytes [M, G], M) -> M rewards`. Called once per sample call.
+pub type RewardFn<'f> = dyn FnMut(&[u8], &[u8], usize) -> Result<Vec<f32>> + 'f;
+
+/// Where one sample reads from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Plan {
+    pub env: usize,
+    /// Absolute index of step t.
+    pub t: u64,
+    /// First surviving row and terminal (or open) row of t's episode, absolute.
+    pub start: u64,
+    pub end: u64,
+    /// Window length m.
+    pub m: u64,
+    /// Physical rows of t, t+m (bootstrap observation) and t+m-1 (window end).
+    pub p: usize,
+    pub q: usize,
+    pub last: usize,
+    /// Physical row whose achieved goal replaces the desired goal (HER), or `usize::MAX`.
+    pub goal_row: usize,
+}
+
+impl ReplayCore {
+    /// Absolute index of physical row `p`, or `None` if it was never written.
+    #[inline]
+    pub(crate) fn abs_of(&self, p: usize) -> Option<(usize, u64)> {
+        let e = p / self.seg;
+        let local = (p % self.seg) as u64;
+        let h = self.envs[e].head;
+        if h == 0 {
+            return None;
+        }
+        let seg = self.seg as u64;
+        let newest = h - 1;
+        let diff = (newest % seg + seg - local) % seg;
+        let alive = h.min(seg);
+        if diff >= alive {
+            return None;
+        }
+        Some((e, newest - diff))
+    }
+
+    /// Oldest alive absolute row of env `e`.
+    #[inline]
+    pub(crate) fn alive_lo(&self, e: usize) -> u64 {
+        self.envs[e].head.saturating_sub(self.seg as u64)
+    }
+
+    /// (first surviving row, terminal or open row) of the episode holding alive row `abs`.
+    #[inline]
+    pub(crate) fn bounds_abs(&self, e: usize, abs: u64) -> (u64, u64) {
+        let p = self.phys(e, abs);
+        let ep = self.ep_id[p];
+        let rec = self.rec(e, ep);
+        let start = self.ep_start[rec].max(self.alive_lo(e));
+        let end = match self.ep_end[rec] {
+            crate::storage::OPEN => self.envs[e].head - 1,
+            x => x,
+        };
+        (start, end)
+    }
+
+    fn check_sample_args(&self, b: usize, n_step: usize, gamma: f64) -> Result<()> {
+        if b == 0 {
+            return Err(CoreError::value("batch_size must be >= 1, got 0"));
+        }
+        if n_step < 1 {
+            return Err(CoreError::value(format!("n_step must be >= 1, got {n_step}")));
+        }
+        check_unit("gamma", gamma)?;
+        if self.is_empty() {
+            return Err(CoreError::empty(
+                "cannot sample: the buffer holds no transition yet; add some steps first",
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_out(&self, b: usize, out: &BatchOut<'_>) -> Result<()> {
+        let bad = |what: &str, got: usize, want: usize| -> Result<()> {
+            if got == want {
+                Ok(())
+            } else {
+                Err(CoreError::shape(format!(
+                    "out.{what}: expected {want} bytes/elements for batch_size={b}, got {got}"
+                )))
+            }
+        };
+        if out.obs.len() != self.obs_cols.len() || out.obs_next.len() != self.obs_cols.len() {
+            return Err(CoreError::shape("out: wrong number of observation arrays"));
+        }
+        if out.step.len() != self.step_cols.len() {
+            return Err(CoreError::shape("out: wrong number of act/extra arrays"));
+        }
+        for (c, (o, on)) in self.obs_cols.iter().zip(out.obs.iter().zip(out.obs_next.iter())) {
+            bad("obs", o.len(), b * c.item_bytes)?;
+            bad("obs_next", on.len(), b * c.item_bytes)?;
+        }
+        for (c, s) in self.step_cols.iter().zip(out.step.iter()) {
+            bad(&c.spec.name, s.len(), b * c.item_bytes)?;
+        }
+        bad("rew", out.rew.len(), b)?;
+        bad("terminated", out.terminated.len(), b)?;
+        bad("truncated", out.truncated.len(), b)?;
+        bad("discount", out.discount.len(), b)?;
+        bad("indices", out.indices.len(), b)?;
+        if self.per.is_some() {
+            match &out.weights {
+                Some(w) => bad("weights", w.len(), b)?,
+                None => return Err(CoreError::shape("out.weights is required for prioritized buffers")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Draw B rows uniformly among alive transitions (rejection over alive rows; at least about
+    /// half of all alive rows are transitions, so this takes < 2 draws per sample on average).
+    fn draw_uniform(&mut self, b: usize) {
+        let seg = self.seg as u64;
+        let all_full = self.envs.iter().all(|s| s.head >= seg);
+        let total: u64 = self.envs.iter().map(|s| s.head.min(seg)).sum();
+        for i in 0..b {
+            loop {
+                let r = self.rng.below(total);
+                let p = if all_full {
+                    r as usize
+                } else {
+                    let mut r = r;
+                    let mut e = 0;
+                    loop {
+                        let alive = self.envs[e].head.min(seg);
+                        if r < alive {
+                            break;
+                        }
+                        r -= alive;
+                        e += 1;
+                    }
+                    self.phys(e, self.alive_lo(e) + r)
+                };
+                if self.flags[p] & F_TRANSITION != 0 {
+                    self.plan[i].p = p;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Stratified prioritized draw: one sample from each of B equal slices of the priority mass
+    /// (Schaul et al. 2016, appendix B.2.1).
+    fn draw_prioritized(&mut self, b: usize) {
+        let Some(per) = self.per.as_ref() else { return };
+        let total = per.tree.total();
+        let seg_mass = total / b as f64;
+        for i in 0..b {
+            let u = ((i as f64 + self.rng.uniform()) * seg_mass).min(total);
+            let p = per.tree.find(u);
+            self.plan[i].p = p;
+        }
+    }
+
+    /// Fill each plan's window from its row p.
+    fn plan_windows(&mut self, b: usize, n_step: usize, need_bounds: bool) -> Result<()> {
+        let n = n_step as u64;
+        for i in 0..b {
+            let p = self.plan[i].p;
+            let (e, t) = self.abs_of(p).ok_or_else(internal_row_error)?;
+            let (start, end, m) = if n == 1 && !need_bounds {
+                (t, t + 1, 1)
+            } else {
+                let (s, en) = self.bounds_abs(e, t);
+                (s, en, n.min(en - t))
+            };
+            let (q, last) = (self.phys(e, t + m), self.phys(e, t + m - 1));
+            let pl = &mut self.plan[i];
+            pl.env = e;
+            pl.t = t;
+            pl.start = start;
+            pl.end = end;
+            pl.m = m;
+            pl.q = q;
+            pl.last = last;
+            pl.goal_row = usize::MAX;
+        }
+        Ok(())
+    }
+
+    /// Sample `b` transitions into `out` (see `BatchOut`). For HER buffers with a user reward,
+    /// `reward_fn` is called once with every relabeled (achieved, desired) pair.
+    ///
+    /// Errors: `InvalidValue` (batch_size, n_step, gamma), `Empty`, `Shape` (out arrays),
+    /// `Usage` (HER without a reward), or the reward function's error. On error the buffer,
+    /// its RNG included, is unchanged.
+    pub fn sample(
+        &mut self,
+        b: usize,
+        n_step: usize,
+        gamma: f64,
+        out: &mut BatchOut<'_>,
+        reward_fn: Option<&mut RewardFn<'_>>,
+    ) -> Result<()> {
+        self.check_sample_args(b, n_step, gamma)?;
+        self.check_out(b, out)?;
+        if let Some(h) = &self.her {
+            if h.distance_threshold.is_none() && reward_fn.is_none() {
+                return Err(CoreError::usage(
+                    "HER needs a reward: pass compute_reward=... or distance_threshold=...",
+                ));
+            }
+        }
+        let rng_before = self.rng.clone();
+        let res = self.sample_inner(b, n_step, gamma, out, reward_fn);
+        if res.is_err() {
+            self.rng = rng_before;
+        }
+        res
+    }
+
+    fn sample_inner(
+        &mut self,
+        b: usize,
+        n_step: usize,
+        gamma: f64,
+        out: &mut BatchOut<'_>,
+        reward_fn: Option<&mut RewardFn<'_>>,
+    ) -> Result<()> {
+        if self.plan.len() < b {
+            self.plan.resize(b, Plan::default());
+        }
+        if self.per.is_some() {
+            self.draw_prioritized(b);
+        } else {
+            self.draw_uniform(b);
+        }
+        let her = self.her.is_some();
+        self.plan_windows(b, n_step, her)?;
+        if her {
+            self.plan_goals(b);
+        }
+        self.gather(b, gamma, out);
+        if her {
+            self.relabel(b, gamma, out, reward_fn)?;
+        }
+        if let (Some(per), Some(w)) = (self.per.as_ref(), out.weights.as_deref_mut()) {
+            let pmin = per.tree.min_positive();
+            for i in 0..b {
+                let pi = per.tree.get(self.plan[i].p);
+                w[i] = (pi / pmin).powf(-per.beta) as f32;
+            }
+        }
+        Ok(())
+    }
+
+    fn gather(&self, b: usize, gamma: f64, out: &mut BatchOut<'_>) {
+        let plan = &self.plan[..b];
+        for (col, (o, on)) in self.obs_cols.iter().zip(out.obs.iter_mut().zip(out.obs_next.iter_mut())) {
+            let ib = col.item_bytes;
+            for (i, pl) in plan.iter().enumerate() {
+                o[i * ib..(i + 1) * ib].copy_from_slice(col.row(pl.p));
+            }
+            for (i, pl) in plan.iter().enumerate() {
+                on[i * ib..(i + 1) * ib].copy_from_slice(col.row(pl.q));
+            }
+        }
+        for (col, o) in self.step_cols.iter().zip(out.step.iter_mut()) {
+            let ib = col.item_bytes;
+            for (i, pl) in plan.iter().enumerate() {
+                o[i * ib..(i + 1) * ib].copy_from_slice(col.row(pl.p));
+            }
+        }
+        for (i, pl) in plan.iter().enumerate() {
+            let rew = if pl.m == 1 {
+                self.rew[pl.p] as f64
+            } else {
+                let mut acc = 0.0f64;
+                let mut g = 1.0f64;
+                for k in 0..pl.m {
+                    acc += g * self.rew[self.phys(pl.env, pl.t + k)] as f64;
+                    g *= gamma;
+                }
+                acc
+            };
+            let term = self.term[pl.last];
+            out.rew[i] = rew as f32;
+            out.terminated[i] = term;
+            out.truncated[i] = self.trunc[pl.last];
+            out.discount[i] = (gamma.powi(pl.m as i32) * (1 - term) as f64) as f32;
+            out.indices[i] = pl.p as i64;
+        }
+    }
+
+    /// Decide, per sample independently, whether and to which step's achieved goal to relabel.
+    fn plan_goals(&mut self, b: usize) {
+        let Some(cfg) = self.her.as_ref() else { return };
+        let prob = cfg.future_k / (cfg.future_k + 1.0);
+        let strategy = cfg.strategy;
+        for i in 0..b {
+            if self.rng.uniform() >= prob {
+                continue;
+            }
+            let pl = self.plan[i];
+            let tp = match strategy {
+                GoalStrategy::Future => pl.t + self.rng.below(pl.end - pl.t),
+                GoalStrategy::Final => pl.end - 1,
+                GoalStrategy::Episode => pl.start + self.rng.below(pl.end - pl.start),
+            };
+            self.plan[i].goal_row = self.phys(pl.env, tp + 1);
+        }
+    }
+
+    /// Replace desired goals of relabeled samples and recompute their (n-step) rewards.
+    fn relabel(
+        &self,
+        b: usize,
+        gamma: f64,
+        out: &mut BatchOut<'_>,
+        reward_fn: Option<&mut RewardFn<'_>>,
+    ) -> Result<()> {
+        let (Some(cfg), Some((ag, dg))) = (self.her.as_ref(), self.her_cols) else { return Ok(()) };
+        let plan = &self.plan[..b];
+        let ag_col = &self.obs_cols[ag];
+        let gb = ag_col.item_bytes;
+        for (i, pl) in plan.iter().enumerate() {
+            if pl.goal_row != usize::MAX {
+                let g = ag_col.row(pl.goal_row);
+                out.obs[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
+                out.obs_next[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
+            }
+        }
+        let window_rows = |pl: &Plan| {
+            let (env, t) = (pl.env, pl.t);
+            (0..pl.m).map(move |k| self.phys(env, t + k + 1))
+        };
+        match cfg.distance_threshold {
+            Some(eps) => {
+                let dt = ag_col.spec.dtype;
+                for (i, pl) in plan.iter().enumerate() {
+                    if pl.goal_row == usize::MAX {
+                        continue;
+                    }
+                    let g = ag_col.row(pl.goal_row);
+                    let mut acc = 0.0f64;
+                    let mut disc = 1.0f64;
+                    for r in window_rows(pl) {
+                        let d = goal_distance(dt, ag_col.row(r), g);
+                        acc += disc * if d > eps { -1.0 } else { 0.0 };
+                        disc *= gamma;
+                    }
+                    out.rew[i] = acc as f32;
+                }
+            }
+            None => {
+                let Some(f) = reward_fn else {
+                    return Err(CoreError::usage("HER needs a reward function"));
+                };
+                let m_total: usize =
+                    plan.iter().filter(|pl| pl.goal_row != usize::MAX).map(|pl| pl.m as usize).sum();
+                if m_total == 0 {
+                    return Ok(());
+                }
+                let mut ags = Vec::with_capacity(m_total * gb);
+                let mut gs = Vec::with_capacity(m_total * gb);
+                for pl in plan.iter().filter(|pl| pl.goal_row != usize::MAX) {
+                    let g = ag_col.row(pl.goal_row);
+                    for r in window_rows(pl) {
+                        ags.extend_from_slice(ag_col.row(r));
+                        gs.extend_from_slice(g);
+                    }
+                }
+                let rewards = f(&ags, &gs, m_total)?;
+                if rewards.len() != m_total {
+                    return Err(CoreError::shape(format!(
+                        "compute_reward returned {} rewards for {m_total} goal pairs; it must \
+                         return one reward per row, shape [M]",
+                        rewards.len()
+                    )));
+                }
+                if let Some(bad) = rewards.iter().find(|r| !r.is_finite()) {
+                    return Err(CoreError::value(format!(
+                        "compute_reward returned a non-finite reward ({bad})"
+                    )));
+                }
+                let mut k0 = 0usize;
+                for (i, pl) in plan.iter().enumerate() {
+                    if pl.goal_row == usize::MAX {
+                        continue;
+                    }
+                    let mut acc = 0.0f64;
+                    let mut disc = 1.0f64;
+                    for k in 0..pl.m as usize {
+                        acc += disc * rewards[k0 + k] as f64;
+                        disc *= gamma;
+                    }
+                    k0 += pl.m as usize;
+                    out.rew[i] = acc as f32;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The plans of the last sample call (for tests and diagnostics).
+    pub fn last_plan(&self, b: usize) -> &[Plan] {
+        &self.plan[..b.min(self.plan.len())]
+    }
+}
+
+/// Only alive transition rows are ever drawn; reaching this is a bug in the core.
+#[cold]
+fn internal_row_error() -> CoreError {
+    CoreError::corrupt("rlcore internal error: drew a row that holds no data; please report it")
+}
+
+fn goal_distance(dt: crate::dtype::DType, a: &[u8], b: &[u8]) -> f64 {
+    let s = dt.size();
+    let n = a.len() / s;
+    let mut acc = 0.0f64;
+    for j in 0..n {
+        let d = crate::dtype::read_f64(dt, a, j) - crate::dtype::read_f64(dt, b, j);
+        acc += d * d;
+    }
+    acc.sqrt()
+}

@@ -1,0 +1,1144 @@
+//! Thin PyO3 binding of `rlcore-core`: converts arrays, releases the GIL for large copies and
+//! maps the core's one error enum to the Python exception classes. No logic lives here.
+
+use std::borrow::Cow;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+
+use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
+use numpy::{dtype, PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyException, PyIndexError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple, PyType};
+
+use rlcore_core::{
+    compute_gae as core_gae, compute_nstep_returns as core_nstep, AddOutcome, Array, BatchOut,
+    ColumnSpec, CoreError, DType, GoalStrategy, HerConfig, ReplayCore, StatePart, Steps,
+};
+
+// ---------------------------------------------------------------------------------------------
+// errors
+
+static ERRORS: PyOnceLock<Vec<Py<PyType>>> = PyOnceLock::new();
+
+const ERROR_NAMES: [&str; 7] = [
+    "RlcoreError",
+    "ShapeError",
+    "DTypeError",
+    "InvalidValueError",
+    "EmptyBufferError",
+    "ApiUsageError",
+    "SaveFileError",
+];
+
+fn make_errors(py: Python<'_>) -> PyResult<Vec<Py<PyType>>> {
+    let type_fn = py.import("builtins")?.getattr("type")?;
+    let ns = |doc: &str| -> PyResult<Bound<'_, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("__module__", "rlcore.errors")?;
+        d.set_item("__doc__", doc)?;
+        Ok(d)
+    };
+    let base = type_fn
+        .call1(("RlcoreError", (py.get_type::<PyException>(),), ns("Base class of every rlcore error.")?))?
+        .cast_into::<PyType>()?;
+    let leaf = |name: &str, builtin: Bound<'_, PyType>, doc: &str| -> PyResult<Py<PyType>> {
+        Ok(type_fn.call1((name, (base.clone(), builtin), ns(doc)?))?.cast_into::<PyType>()?.unbind())
+    };
+    Ok(vec![
+        base.clone().unbind(),
+        leaf("ShapeError", py.get_type::<PyValueError>(), "An array has the wrong shape.")?,
+        leaf("DTypeError", py.get_type::<PyTypeError>(), "A dtype cannot be stored without loss.")?,
+        leaf("InvalidValueError", py.get_type::<PyValueError>(), "An argument is out of range.")?,
+        leaf("EmptyBufferError", py.get_type::<PyIndexError>(), "The buffer holds no transition.")?,
+        leaf("ApiUsageError", py.get_type::<PyRuntimeError>(), "A call not allowed in this state.")?,
+        leaf("SaveFileError", py.get_type::<PyOSError>(), "A save is missing, incomplete or corrupt.")?,
+    ])
+}
+
+fn err_type(py: Python<'_>, k: usize) -> Bound<'_, PyType> {
+    match ERRORS.get(py) {
+        Some(v) => v[k].bind(py).clone(),
+        None => py.get_type::<PyRuntimeError>(),
+    }
+}
+
+#[cold]
+fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
+    let k = match &e {
+        CoreError::Shape(_) => 1,
+        CoreError::DType(_) => 2,
+        CoreError::InvalidValue(_) => 3,
+        CoreError::Empty(_) => 4,
+        CoreError::Usage(_) => 5,
+        CoreError::Corrupt(_) => 6,
+    };
+    PyErr::from_type(err_type(py, k), e.message().to_string())
+}
+
+#[cold]
+fn py_err(py: Python<'_>, k: usize, msg: String) -> PyErr {
+    PyErr::from_type(err_type(py, k), msg)
+}
+
+trait OrPy<T> {
+    fn or_py(self, py: Python<'_>) -> PyResult<T>;
+}
+impl<T> OrPy<T> for Result<T, CoreError> {
+    #[inline]
+    fn or_py(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, e))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// arrays in
+
+static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+fn numpy_mod(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    Ok(NUMPY.get_or_try_init(py, || py.import("numpy").map(|m| m.unbind()))?.bind(py))
+}
+
+/// An input converted to C-contiguous native-endian bytes (borrowed from the array when possible).
+struct In<'py> {
+    arr: Option<Bound<'py, PyUntypedArray>>,
+    scalar: [u8; 8],
+    dtype: DType,
+}
+
+impl In<'_> {
+    fn array(&self) -> Array<'_> {
+        match &self.arr {
+            Some(a) => {
+                let n: usize = a.shape().iter().product::<usize>() * self.dtype.size();
+                // SAFETY: `a` is a C-contiguous array of `n` bytes kept alive by `self`.
+                let data = unsafe { std::slice::from_raw_parts((*a.as_array_ptr()).data as *const u8, n) };
+                Array { dtype: self.dtype, shape: a.shape(), data }
+            }
+            None => Array { dtype: self.dtype, shape: &[], data: &self.scalar[..self.dtype.size()] },
+        }
+    }
+}
+
+fn to_in<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<In<'py>> {
+    let py = obj.py();
+    if let Ok(a) = obj.cast::<PyUntypedArray>() {
+        let d = a.dtype();
+        let Some(dt) = DType::from_kind(d.kind(), d.itemsize()) else {
+            return Err(py_err(
+                py,
+                2,
+                format!("{what}: dtype {} is not supported; use bool, integer or float arrays", d),
+            ));
+        };
+        if a.is_c_contiguous() && d.is_native_byteorder() != Some(false) {
+            return Ok(In { arr: Some(a.clone()), scalar: [0; 8], dtype: dt });
+        }
+        let native = d.call_method1("newbyteorder", ("=",))?;
+        let c = numpy_mod(py)?.call_method1("ascontiguousarray", (a, native))?;
+        let c = c.cast_into::<PyUntypedArray>()?;
+        return Ok(In { arr: Some(c), scalar: [0; 8], dtype: dt });
+    }
+    let mut scalar = [0u8; 8];
+    if let Ok(b) = obj.cast_exact::<PyBool>() {
+        scalar[0] = b.is_true() as u8;
+        return Ok(In { arr: None, scalar, dtype: DType::Bool });
+    }
+    if let Ok(f) = obj.cast_exact::<PyFloat>() {
+        scalar.copy_from_slice(&f.value().to_ne_bytes());
+        return Ok(In { arr: None, scalar, dtype: DType::F64 });
+    }
+    if obj.cast_exact::<PyInt>().is_ok() {
+        let v: i64 = obj
+            .extract()
+            .map_err(|_| py_err(py, 3, format!("{what}: integer does not fit in int64")))?;
+        scalar.copy_from_slice(&v.to_ne_bytes());
+        return Ok(In { arr: None, scalar, dtype: DType::I64 });
+    }
+    // numpy scalars, lists, tensors with __array__: let numpy convert
+    let a = numpy_mod(py)?.call_method1("asarray", (obj,)).map_err(|e| {
+        py_err(py, 2, format!("{what}: cannot convert {} to an array ({e})", type_name(obj)))
+    })?;
+    if a.cast::<PyUntypedArray>().is_err() {
+        return Err(py_err(py, 2, format!("{what}: cannot convert {} to an array", type_name(obj))));
+    }
+    to_in(&a, what)
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+fn names_in<'py>(
+    core: &ReplayCore,
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<Vec<(String, In<'py>)>> {
+    let py = obj.py();
+    let cols = core.obs_columns();
+    if let Ok(d) = obj.cast::<PyDict>() {
+        if core.has_schema() {
+            if !core.obs_is_dict() {
+                return Err(py_err(py, 1, format!("{what}: expected an array, got a dict")));
+            }
+            let mut v = Vec::with_capacity(cols.len());
+            for c in cols {
+                let key = &c.spec.name[4..];
+                let item = d.get_item(key)?.ok_or_else(|| {
+                    py_err(py, 1, format!("{what}: the observation dict has no key '{key}'"))
+                })?;
+                v.push((c.spec.name.clone(), to_in(&item, &format!("{what}['{key}']"))?));
+            }
+            if d.len() != cols.len() {
+                return Err(py_err(
+                    py,
+                    1,
+                    format!(
+                        "{what}: expected keys {:?}, got {} keys",
+                        cols.iter().map(|c| &c.spec.name[4..]).collect::<Vec<_>>(),
+                        d.len()
+                    ),
+                ));
+            }
+            return Ok(v);
+        }
+        let mut v = Vec::with_capacity(d.len());
+        for (k, item) in d.iter() {
+            let key: String = k.extract().map_err(|_| py_err(py, 1, format!("{what}: dict keys must be str")))?;
+            v.push((format!("obs.{key}"), to_in(&item, &format!("{what}['{key}']"))?));
+        }
+        if v.is_empty() {
+            return Err(py_err(py, 1, format!("{what}: empty observation dict")));
+        }
+        return Ok(v);
+    }
+    if core.has_schema() && core.obs_is_dict() {
+        return Err(py_err(
+            py,
+            1,
+            format!(
+                "{what}: expected a dict with keys {:?}, got {}",
+                cols.iter().map(|c| &c.spec.name[4..]).collect::<Vec<_>>(),
+                type_name(obj)
+            ),
+        ));
+    }
+    Ok(vec![("obs".to_string(), to_in(obj, what)?)])
+}
+
+fn extras_in<'py>(core: &ReplayCore, kw: Option<&Bound<'py, PyDict>>) -> PyResult<Vec<(String, In<'py>)>> {
+    let Some(kw) = kw else { return Ok(Vec::new()) };
+    let mut v = Vec::with_capacity(kw.len());
+    if core.has_schema() {
+        // schema order; missing or unknown names are reported by the core
+        for c in &core.step_columns()[1..] {
+            if let Some(item) = kw.get_item(&c.spec.name)? {
+                v.push((c.spec.name.clone(), to_in(&item, &c.spec.name)?));
+            }
+        }
+        if v.len() == kw.len() {
+            return Ok(v);
+        }
+        v.clear();
+    }
+    for (k, item) in kw.iter() {
+        let name: String = k.extract()?;
+        let i = to_in(&item, &name)?;
+        v.push((name, i));
+    }
+    Ok(v)
+}
+
+// ---------------------------------------------------------------------------------------------
+// arrays out
+
+fn descr(py: Python<'_>, dt: DType) -> Bound<'_, PyArrayDescr> {
+    match dt {
+        DType::Bool => dtype::<bool>(py),
+        DType::U8 => dtype::<u8>(py),
+        DType::U16 => dtype::<u16>(py),
+        DType::U32 => dtype::<u32>(py),
+        DType::U64 => dtype::<u64>(py),
+        DType::I8 => dtype::<i8>(py),
+        DType::I16 => dtype::<i16>(py),
+        DType::I32 => dtype::<i32>(py),
+        DType::I64 => dtype::<i64>(py),
+        DType::F32 => dtype::<f32>(py),
+        DType::F64 => dtype::<f64>(py),
+    }
+}
+
+/// A new C-contiguous array. With `data` and `base`: a read-only view of `data` that keeps `base`
+/// alive; without: a fresh, uninitialised array owned by NumPy.
+///
+/// # Safety
+/// `data`, when given, must point to `prod(dims) * dt.size()` bytes that outlive `base`.
+unsafe fn new_array<'py>(
+    py: Python<'py>,
+    dt: DType,
+    dims: &[usize],
+    data: Option<(*const u8, &Bound<'py, PyAny>)>,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let mut d: Vec<npy_intp> = dims.iter().map(|&x| x as npy_intp).collect();
+    let (ptr, flags) = match data {
+        Some((p, _)) => (p as *mut std::ffi::c_void, npyffi::NPY_ARRAY_CARRAY_RO),
+        None => (std::ptr::null_mut(), 0),
+    };
+    let raw = PY_ARRAY_API.PyArray_NewFromDescr(
+        py,
+        npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+        descr(py, dt).into_dtype_ptr(),
+        d.len() as std::ffi::c_int,
+        d.as_mut_ptr(),
+        std::ptr::null_mut(),
+        ptr,
+        flags,
+        std::ptr::null_mut(),
+    );
+    if raw.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    if let Some((_, base)) = data {
+        PY_ARRAY_API.PyArray_SetBaseObject(py, raw as *mut npyffi::PyArrayObject, base.clone().into_ptr());
+    }
+    Ok(Bound::from_owned_ptr(py, raw).cast_into_unchecked())
+}
+
+fn fresh<'py>(py: Python<'py>, dt: DType, dims: &[usize]) -> PyResult<Bound<'py, PyUntypedArray>> {
+    // SAFETY: no external data; NumPy allocates.
+    unsafe { new_array(py, dt, dims, None) }
+}
+
+/// The writable bytes of an array (fresh or validated `out=`).
+///
+/// # Safety
+/// The array must be C-contiguous and writable, and stay alive and unaliased while the slice is used.
+unsafe fn bytes_mut<'a>(a: &Bound<'_, PyUntypedArray>) -> &'a mut [u8] {
+    let n = a.shape().iter().product::<usize>() * a.dtype().itemsize();
+    std::slice::from_raw_parts_mut((*a.as_array_ptr()).data as *mut u8, n)
+}
+
+fn vec_array<'py, T: numpy::Element>(py: Python<'py>, v: Vec<T>) -> Bound<'py, PyAny> {
+    numpy::PyArray1::from_vec(py, v).into_any()
+}
+
+/// Validate a caller-supplied output array: exact dtype and shape, C-contiguous, writable.
+fn check_out_array<'py>(
+    py: Python<'py>,
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+    dt: DType,
+    dims: &[usize],
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let a = obj
+        .cast::<PyUntypedArray>()
+        .map_err(|_| py_err(py, 2, format!("out.{what}: expected a numpy array, got {}", type_name(obj))))?;
+    let d = a.dtype();
+    let got = DType::from_kind(d.kind(), d.itemsize());
+    if got != Some(dt) || d.is_native_byteorder() == Some(false) {
+        return Err(py_err(py, 2, format!("out.{what}: expected dtype {}, got {}", dt.name(), d)));
+    }
+    if a.shape() != dims {
+        return Err(py_err(py, 1, format!("out.{what}: expected shape {dims:?}, got {:?}", a.shape())));
+    }
+    // SAFETY: reading the flags of a live array object.
+    let flags = unsafe { (*a.as_array_ptr()).flags };
+    if flags & npyffi::NPY_ARRAY_C_CONTIGUOUS == 0 || flags & npyffi::NPY_ARRAY_WRITEABLE == 0 {
+        return Err(py_err(py, 5, format!("out.{what}: the array must be C-contiguous and writable")));
+    }
+    Ok(a.clone())
+}
+
+// ---------------------------------------------------------------------------------------------
+// the buffer
+
+/// Result of one `add`: the rows written and the episodes that ended.
+#[pyclass(module = "rlcore._core", frozen)]
+struct AddResult {
+    out: AddOutcome,
+}
+
+#[pymethods]
+impl AddResult {
+    /// int64 [N]: row of each env's transition, -1 where the env was masked.
+    #[getter]
+    fn indices<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        vec_array(py, self.out.rows.clone())
+    }
+    /// int64 [D]: envs whose episode ended with this step.
+    #[getter]
+    fn done_envs<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        vec_array(py, self.out.done.iter().map(|d| d.env as i64).collect())
+    }
+    /// float64 [D]: undiscounted returns of those episodes.
+    #[getter]
+    fn episode_returns<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        vec_array(py, self.out.done.iter().map(|d| d.ret).collect())
+    }
+    /// int64 [D]: lengths (steps) of those episodes.
+    #[getter]
+    fn episode_lengths<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        vec_array(py, self.out.done.iter().map(|d| d.len as i64).collect())
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "AddResult(indices={:?}, done_envs={:?}, episode_returns={:?}, episode_lengths={:?})",
+            self.out.rows,
+            self.out.done.iter().map(|d| d.env).collect::<Vec<_>>(),
+            self.out.done.iter().map(|d| d.ret).collect::<Vec<_>>(),
+            self.out.done.iter().map(|d| d.len).collect::<Vec<_>>()
+        )
+    }
+}
+
+/// The Rust replay core. Use `rlcore.ReplayBuffer`, `rlcore.HERReplayBuffer` or
+/// `rlcore.PrioritizedReplayBuffer`, which subclass it.
+#[pyclass(module = "rlcore._core", subclass)]
+struct RawBuffer {
+    core: ReplayCore,
+}
+
+/// Gathers larger than this many bytes release the GIL.
+const DETACH_BYTES: usize = 1 << 20;
+
+fn idx_vec(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
+    let i = to_in(obj, what)?;
+    let a = i.array();
+    if a.shape.len() > 1 {
+        return Err(py_err(py, 1, format!("{what}: expected a 1-d index array, got shape {:?}", a.shape)));
+    }
+    let n = a.shape.first().copied().unwrap_or(1);
+    let s = a.dtype.size();
+    match a.dtype {
+        DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+            Ok((0..n).map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k) as i64).collect())
+        }
+        _ => {
+            let _ = s;
+            Err(py_err(py, 2, format!("{what}: indices must be integers, got {}", a.dtype.name())))
+        }
+    }
+}
+
+fn parse_strategy(py: Python<'_>, s: &str) -> PyResult<GoalStrategy> {
+    match s {
+        "future" => Ok(GoalStrategy::Future),
+        "final" => Ok(GoalStrategy::Final),
+        "episode" => Ok(GoalStrategy::Episode),
+        _ => Err(py_err(py, 3, format!("strategy must be 'future', 'final' or 'episode', got '{s}'"))),
+    }
+}
+
+fn os_seed() -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(std::process::id() as u64);
+    h.finish()
+}
+
+fn spec_tuple<'py>(py: Python<'py>, c: &ColumnSpec) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, [
+        c.name.clone().into_pyobject(py)?.into_any(),
+        c.dtype.name().into_pyobject(py)?.into_any(),
+        PyTuple::new(py, c.shape.iter())?.into_any(),
+    ])
+}
+
+fn parse_specs(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnSpec>> {
+    let mut v = Vec::new();
+    for item in obj.try_iter()? {
+        let (name, dt, shape): (String, String, Vec<usize>) = item?.extract()?;
+        let dtype = DType::from_name(&dt)
+            .ok_or_else(|| py_err(py, 2, format!("column '{name}': unsupported dtype '{dt}'")))?;
+        v.push(ColumnSpec::new(name, dtype, shape));
+    }
+    Ok(v)
+}
+
+#[pymethods]
+impl RawBuffer {
+    #[new]
+    #[pyo3(signature = (capacity, *, num_envs=1, seed=None, prioritized=false, alpha=0.6, beta=0.4,
+                        eps=1e-6, her_strategy=None, future_k=4.0, distance_threshold=None,
+                        achieved_goal_key="achieved_goal", desired_goal_key="desired_goal"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        capacity: i64,
+        num_envs: i64,
+        seed: Option<u64>,
+        prioritized: bool,
+        alpha: f64,
+        beta: f64,
+        eps: f64,
+        her_strategy: Option<&str>,
+        future_k: f64,
+        distance_threshold: Option<f64>,
+        achieved_goal_key: &str,
+        desired_goal_key: &str,
+    ) -> PyResult<Self> {
+        if capacity < 1 {
+            return Err(py_err(py, 3, format!("capacity must be >= 1, got {capacity}")));
+        }
+        if num_envs < 1 {
+            return Err(py_err(py, 3, format!("num_envs must be >= 1, got {num_envs}")));
+        }
+        let mut core =
+            ReplayCore::new(capacity as usize, num_envs as usize, seed.unwrap_or_else(os_seed)).or_py(py)?;
+        if prioritized {
+            core.enable_per(alpha, beta, eps).or_py(py)?;
+        }
+        if let Some(s) = her_strategy {
+            core.enable_her(HerConfig {
+                strategy: parse_strategy(py, s)?,
+                future_k,
+                distance_threshold,
+                achieved_goal: achieved_goal_key.to_string(),
+                desired_goal: desired_goal_key.to_string(),
+            })
+            .or_py(py)?;
+        }
+        Ok(RawBuffer { core })
+    }
+
+    /// Add one vector-env step (see `rlcore.ReplayBuffer.add`).
+    #[pyo3(signature = (obs, act, rew, terminated, truncated, obs_next, *, mask=None, **extras))]
+    #[allow(clippy::too_many_arguments)]
+    fn add<'py>(
+        &mut self,
+        py: Python<'py>,
+        obs: &Bound<'py, PyAny>,
+        act: &Bound<'py, PyAny>,
+        rew: &Bound<'py, PyAny>,
+        terminated: &Bound<'py, PyAny>,
+        truncated: &Bound<'py, PyAny>,
+        obs_next: &Bound<'py, PyAny>,
+        mask: Option<&Bound<'py, PyAny>>,
+        extras: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<AddResult> {
+        let out = self.write(py, obs, act, rew, terminated, truncated, obs_next, mask, extras, false)?;
+        Ok(AddResult { out })
+    }
+
+    /// Add T consecutive steps of one env (offline data); see `ReplayBuffer.from_arrays`.
+    #[pyo3(signature = (obs, act, rew, terminated, truncated, obs_next, *, mask=None, **extras))]
+    #[allow(clippy::too_many_arguments)]
+    fn _extend<'py>(
+        &mut self,
+        py: Python<'py>,
+        obs: &Bound<'py, PyAny>,
+        act: &Bound<'py, PyAny>,
+        rew: &Bound<'py, PyAny>,
+        terminated: &Bound<'py, PyAny>,
+        truncated: &Bound<'py, PyAny>,
+        obs_next: &Bound<'py, PyAny>,
+        mask: Option<&Bound<'py, PyAny>>,
+        extras: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<AddResult> {
+        let out = self.write(py, obs, act, rew, terminated, truncated, obs_next, mask, extras, true)?;
+        Ok(AddResult { out })
+    }
+
+    /// Sample into fresh (or `out`) arrays; returns the fields of a TransitionBatch as a tuple.
+    #[pyo3(signature = (batch_size, n_step=1, gamma=0.99, out=None, compute_reward=None))]
+    fn _sample<'py>(
+        &mut self,
+        py: Python<'py>,
+        batch_size: i64,
+        n_step: i64,
+        gamma: f64,
+        out: Option<&Bound<'py, PyAny>>,
+        compute_reward: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        if batch_size < 1 {
+            return Err(py_err(py, 3, format!("batch_size must be >= 1, got {batch_size}")));
+        }
+        if n_step < 1 {
+            return Err(py_err(py, 3, format!("n_step must be >= 1, got {n_step}")));
+        }
+        if !(0.0..=1.0).contains(&gamma) {
+            return Err(py_err(py, 3, format!("gamma must be in [0, 1], got {gamma}")));
+        }
+        let core = &mut self.core;
+        if core.is_empty() {
+            return Err(to_py(py, CoreError::empty("cannot sample: the buffer holds no transition yet; add some steps first")));
+        }
+        let b = batch_size as usize;
+        let (obs_specs, step_specs) = (core.obs_columns(), core.step_columns());
+        let dims = |shape: &[usize]| -> Vec<usize> {
+            let mut d = Vec::with_capacity(shape.len() + 1);
+            d.push(b);
+            d.extend_from_slice(shape);
+            d
+        };
+        let per = core.per().is_some();
+        // output arrays: fresh, or validated from `out`
+        let mut obs_a = Vec::with_capacity(obs_specs.len());
+        let mut obs_next_a = Vec::with_capacity(obs_specs.len());
+        let mut step_a = Vec::with_capacity(step_specs.len());
+        let (rew_a, term_a, trunc_a, disc_a, idx_a, w_a);
+        match out {
+            None => {
+                for c in obs_specs {
+                    obs_a.push(fresh(py, c.spec.dtype, &dims(&c.spec.shape))?);
+                    obs_next_a.push(fresh(py, c.spec.dtype, &dims(&c.spec.shape))?);
+                }
+                for c in step_specs {
+                    step_a.push(fresh(py, c.spec.dtype, &dims(&c.spec.shape))?);
+                }
+                rew_a = fresh(py, DType::F32, &[b])?;
+                term_a = fresh(py, DType::Bool, &[b])?;
+                trunc_a = fresh(py, DType::Bool, &[b])?;
+                disc_a = fresh(py, DType::F32, &[b])?;
+                idx_a = fresh(py, DType::I64, &[b])?;
+                w_a = if per { Some(fresh(py, DType::F32, &[b])?) } else { None };
+            }
+            Some(o) => {
+                let get = |name: &str| o.getattr(name);
+                let dict_obs = core.obs_is_dict();
+                for (field, dst) in [("obs", &mut obs_a), ("obs_next", &mut obs_next_a)] {
+                    let f = get(field)?;
+                    for c in obs_specs {
+                        let (item, what) = if dict_obs {
+                            let key = &c.spec.name[4..];
+                            (f.get_item(key)?, format!("{field}['{key}']"))
+                        } else {
+                            (f.clone(), field.to_string())
+                        };
+                        dst.push(check_out_array(py, &item, &what, c.spec.dtype, &dims(&c.spec.shape))?);
+                    }
+                }
+                let extras = get("extras")?;
+                for (k, c) in step_specs.iter().enumerate() {
+                    let item = if k == 0 { get("act")? } else { extras.get_item(&c.spec.name)? };
+                    step_a.push(check_out_array(py, &item, &c.spec.name, c.spec.dtype, &dims(&c.spec.shape))?);
+                }
+                rew_a = check_out_array(py, &get("rew")?, "rew", DType::F32, &[b])?;
+                term_a = check_out_array(py, &get("terminated")?, "terminated", DType::Bool, &[b])?;
+                trunc_a = check_out_array(py, &get("truncated")?, "truncated", DType::Bool, &[b])?;
+                disc_a = check_out_array(py, &get("discount")?, "discount", DType::F32, &[b])?;
+                idx_a = check_out_array(py, &get("indices")?, "indices", DType::I64, &[b])?;
+                w_a = if per {
+                    Some(check_out_array(py, &get("weights")?, "weights", DType::F32, &[b])?)
+                } else {
+                    None
+                };
+            }
+        }
+        let row_bytes: usize = obs_specs.iter().map(|c| 2 * c.item_bytes).sum::<usize>()
+            + step_specs.iter().map(|c| c.item_bytes).sum::<usize>();
+        // SAFETY: every array above is C-contiguous, writable, alive until the end of this call
+        // and distinct (fresh, or checked `out` arrays which the caller must not alias).
+        let cast_f32 = |a: &Bound<'_, PyUntypedArray>| -> &mut [f32] {
+            let s = unsafe { bytes_mut(a) };
+            unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut f32, s.len() / 4) }
+        };
+        let mut bo = BatchOut {
+            obs: obs_a.iter().map(|a| unsafe { bytes_mut(a) }).collect(),
+            obs_next: obs_next_a.iter().map(|a| unsafe { bytes_mut(a) }).collect(),
+            step: step_a.iter().map(|a| unsafe { bytes_mut(a) }).collect(),
+            rew: cast_f32(&rew_a),
+            terminated: unsafe { bytes_mut(&term_a) },
+            truncated: unsafe { bytes_mut(&trunc_a) },
+            discount: cast_f32(&disc_a),
+            indices: {
+                let s = unsafe { bytes_mut(&idx_a) };
+                unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut i64, s.len() / 8) }
+            },
+            weights: w_a.as_ref().map(cast_f32),
+        };
+        let n = n_step as usize;
+        match (core.her().map(|h| h.distance_threshold.is_none()), compute_reward) {
+            (Some(true), Some(f)) => {
+                let goal = &obs_specs[obs_specs
+                    .iter()
+                    .position(|c| c.spec.name == format!("obs.{}", core.her().map(|h| h.achieved_goal.as_str()).unwrap_or("")))
+                    .unwrap_or(0)]
+                .spec;
+                let (gdt, gshape) = (goal.dtype, goal.shape.clone());
+                let mut stash: Option<PyErr> = None;
+                let mut call = |ag: &[u8], g: &[u8], m: usize| -> Result<Vec<f32>, CoreError> {
+                    match call_reward(py, f, gdt, &gshape, ag, g, m) {
+                        Ok(v) => Ok(v),
+                        Err(e) => {
+                            let msg = e.to_string();
+                            stash = Some(e);
+                            Err(CoreError::usage(msg))
+                        }
+                    }
+                };
+                let r = core.sample(b, n, gamma, &mut bo, Some(&mut call));
+                if let Some(e) = stash {
+                    return Err(e);
+                }
+                r.or_py(py)?;
+            }
+            _ => {
+                if b * row_bytes > DETACH_BYTES {
+                    py.detach(|| core.sample(b, n, gamma, &mut bo, None)).or_py(py)?;
+                } else {
+                    core.sample(b, n, gamma, &mut bo, None).or_py(py)?;
+                }
+            }
+        }
+        drop(bo);
+        let wrap = |v: Vec<Bound<'py, PyUntypedArray>>| -> PyResult<Bound<'py, PyAny>> {
+            if core.obs_is_dict() {
+                let d = PyDict::new(py);
+                for (c, a) in core.obs_columns().iter().zip(v) {
+                    d.set_item(&c.spec.name[4..], a)?;
+                }
+                Ok(d.into_any())
+            } else {
+                Ok(v.into_iter().next().map(|a| a.into_any()).unwrap_or_else(|| py.None().into_bound(py)))
+            }
+        };
+        let obs_o = wrap(obs_a)?;
+        let obs_next_o = wrap(obs_next_a)?;
+        let extras = PyDict::new(py);
+        let mut it = step_a.into_iter();
+        let act_o = it.next().map(|a| a.into_any()).unwrap_or_else(|| py.None().into_bound(py));
+        for (c, a) in core.step_columns()[1..].iter().zip(it) {
+            extras.set_item(&c.spec.name, a)?;
+        }
+        let w_o = match w_a {
+            Some(a) => a.into_any(),
+            None => py.None().into_bound(py),
+        };
+        PyTuple::new(py, [
+            obs_o,
+            act_o,
+            rew_a.into_any(),
+            obs_next_o,
+            term_a.into_any(),
+            trunc_a.into_any(),
+            disc_a.into_any(),
+            idx_a.into_any(),
+            w_o,
+            extras.into_any(),
+        ])
+    }
+
+    fn __len__(&self) -> usize {
+        self.core.len()
+    }
+
+    /// Total rows of storage (`num_envs * segment_len`).
+    #[getter]
+    fn capacity(&self) -> usize {
+        self.core.rows()
+    }
+    #[getter]
+    fn num_envs(&self) -> usize {
+        self.core.num_envs()
+    }
+    /// Rows per env segment (`capacity // num_envs`).
+    #[getter]
+    fn segment_len(&self) -> usize {
+        self.core.segment_len()
+    }
+    #[getter]
+    fn prioritized(&self) -> bool {
+        self.core.per().is_some()
+    }
+    #[getter]
+    fn alpha(&self) -> Option<f64> {
+        self.core.per().map(|p| p.alpha)
+    }
+    #[getter]
+    fn eps(&self) -> Option<f64> {
+        self.core.per().map(|p| p.eps)
+    }
+    /// Importance-sampling exponent β of prioritized buffers; settable at any time.
+    #[getter]
+    fn get_beta(&self) -> Option<f64> {
+        self.core.per().map(|p| p.beta)
+    }
+    #[setter]
+    fn set_beta(&mut self, py: Python<'_>, beta: f64) -> PyResult<()> {
+        self.core.set_beta(beta).or_py(py)
+    }
+
+    fn _her_config(&self) -> Option<(String, f64, Option<f64>, String, String)> {
+        self.core.her().map(|h| {
+            let s = match h.strategy {
+                GoalStrategy::Future => "future",
+                GoalStrategy::Final => "final",
+                GoalStrategy::Episode => "episode",
+            };
+            (s.to_string(), h.future_k, h.distance_threshold, h.achieved_goal.clone(), h.desired_goal.clone())
+        })
+    }
+
+    /// Set `(p + eps) ** alpha` as priorities of `indices`; returns how many were skipped
+    /// because their row no longer holds a transition.
+    fn update_priorities(&mut self, py: Python<'_>, indices: &Bound<'_, PyAny>, priorities: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let idx = idx_vec(py, indices, "indices")?;
+        let p = to_in(priorities, "priorities")?;
+        let a = p.array();
+        if a.shape.len() > 1 {
+            return Err(py_err(py, 1, format!("priorities: expected a 1-d array, got shape {:?}", a.shape)));
+        }
+        if !matches!(a.dtype, DType::F32 | DType::F64 | DType::I64 | DType::I32 | DType::U8 | DType::U32 | DType::U64 | DType::I16 | DType::U16 | DType::I8) {
+            return Err(py_err(py, 2, format!("priorities: expected floats, got {}", a.dtype.name())));
+        }
+        let n = a.shape.first().copied().unwrap_or(1);
+        let pr: Vec<f64> = (0..n).map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k)).collect();
+        self.core.update_priorities(&idx, &pr).or_py(py)
+    }
+
+    /// float64 [K]: current `(p + eps) ** alpha` of rows `indices` (0 for non-transition rows).
+    fn priorities<'py>(&self, py: Python<'py>, indices: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let idx = idx_vec(py, indices, "indices")?;
+        Ok(vec_array(py, self.core.priorities(&idx).or_py(py)?))
+    }
+
+    /// int64 [K]: row of the previous step of the same episode (clamped at its first row).
+    fn prev<'py>(&self, py: Python<'py>, indices: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let idx = idx_vec(py, indices, "indices")?;
+        Ok(vec_array(py, self.core.prev(&idx).or_py(py)?))
+    }
+
+    /// int64 [K]: row of the next step of the same episode (clamped at its last transition).
+    fn next<'py>(&self, py: Python<'py>, indices: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let idx = idx_vec(py, indices, "indices")?;
+        Ok(vec_array(py, self.core.next(&idx).or_py(py)?))
+    }
+
+    /// (start, end, length), int64 [K] each: first surviving row of each index's episode, the row
+    /// holding its final (or newest) observation, and its number of surviving transitions.
+    fn episode_bounds<'py>(&self, py: Python<'py>, indices: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let idx = idx_vec(py, indices, "indices")?;
+        let (s, e, l) = self.core.episode_bounds(&idx).or_py(py)?;
+        PyTuple::new(py, [vec_array(py, s), vec_array(py, e), vec_array(py, l)])
+    }
+
+    /// int64 [U]: newest transition row of every env whose episode is still running.
+    fn unfinished_index<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        vec_array(py, self.core.unfinished_index())
+    }
+
+    /// int64 [N]: newest transition row of each env, -1 where an env holds none.
+    fn last_index<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        vec_array(py, self.core.last_index())
+    }
+
+    /// bool [K]: whether each row currently holds a sampleable transition.
+    fn is_transition<'py>(&self, py: Python<'py>, indices: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let idx = idx_vec(py, indices, "indices")?;
+        Ok(vec_array(py, self.core.is_transition(&idx).or_py(py)?))
+    }
+
+    /// Forget every stored step; memory, columns and the RNG stream are kept.
+    fn clear(&mut self) {
+        self.core.clear();
+    }
+
+    /// A read-only zero-copy view `[capacity, *shape]` of a stored column.
+    fn _column<'py>(slf: &Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let py = slf.py();
+        let me = slf.borrow();
+        let core = &me.core;
+        let rows = core.rows();
+        let (ptr, dt, shape): (*const u8, DType, Vec<usize>) = match name {
+            "rew" => (core.rew_column().as_ptr() as *const u8, DType::F32, vec![]),
+            "terminated" => (core.terminated_column().as_ptr(), DType::U8, vec![]),
+            "truncated" => (core.truncated_column().as_ptr(), DType::U8, vec![]),
+            "flags" => (core.flags_column().as_ptr(), DType::U8, vec![]),
+            _ => {
+                if !core.has_schema() {
+                    return Err(py_err(py, 5, format!(
+                        "column '{name}': the buffer's columns are defined by the first add (or from_spaces); add data first"
+                    )));
+                }
+                let col = core
+                    .obs_columns()
+                    .iter()
+                    .chain(core.step_columns().iter())
+                    .find(|c| c.spec.name == name)
+                    .ok_or_else(|| {
+                        let names: Vec<&str> = core
+                            .obs_columns()
+                            .iter()
+                            .chain(core.step_columns().iter())
+                            .map(|c| c.spec.name.as_str())
+                            .chain(["rew", "terminated", "truncated", "flags"])
+                            .collect();
+                        py_err(py, 5, format!("unknown column '{name}'; columns are {names:?}"))
+                    })?;
+                (col.bytes().as_ptr(), col.spec.dtype, col.spec.shape.clone())
+            }
+        };
+        let mut dims = vec![rows];
+        dims.extend(shape);
+        let base = slf.clone().into_any();
+        // SAFETY: the column's memory is allocated once and never reallocated or freed while the
+        // buffer object (the view's base) is alive.
+        unsafe { new_array(py, dt, &dims, Some((ptr, &base))) }
+    }
+
+    /// Declare columns up front: lists of (name, dtype name, shape).
+    fn _declare(&mut self, py: Python<'_>, obs: &Bound<'_, PyAny>, step: &Bound<'_, PyAny>) -> PyResult<()> {
+        let o = parse_specs(py, obs)?;
+        let s = parse_specs(py, step)?;
+        self.core.declare(o, s).or_py(py)
+    }
+
+    /// (obs specs, step specs) as lists of (name, dtype name, shape); empty before the first add.
+    fn _schema<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let (o, s) = self.core.schema();
+        let ol = PyList::empty(py);
+        for c in &o {
+            ol.append(spec_tuple(py, c)?)?;
+        }
+        let sl = PyList::empty(py);
+        for c in &s {
+            sl.append(spec_tuple(py, c)?)?;
+        }
+        Ok((ol, sl))
+    }
+
+    /// The whole state as a list of (name, array); large arrays are read-only views.
+    fn _state_parts<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyList>> {
+        let py = slf.py();
+        let me = slf.borrow();
+        let base = slf.clone().into_any();
+        let l = PyList::empty(py);
+        for p in me.core.state_parts() {
+            let a = match &p.bytes {
+                // SAFETY: borrowed parts point into storage that lives as long as `base`.
+                Cow::Borrowed(b) => unsafe { new_array(py, p.dtype, &p.shape, Some((b.as_ptr(), &base)))? },
+                Cow::Owned(v) => {
+                    let a = fresh(py, p.dtype, &p.shape)?;
+                    // SAFETY: fresh array of exactly v.len() bytes.
+                    unsafe { bytes_mut(&a) }.copy_from_slice(v);
+                    a
+                }
+            };
+            l.append((p.name.clone(), a))?;
+        }
+        Ok(l)
+    }
+
+    /// Replace the whole state from a dict name -> array (validated before anything changes).
+    fn _load_state(&mut self, py: Python<'_>, parts: &Bound<'_, PyDict>) -> PyResult<()> {
+        let mut ins = Vec::with_capacity(parts.len());
+        for (k, v) in parts.iter() {
+            let name: String = k.extract()?;
+            let i = to_in(&v, &name)?;
+            ins.push((name, i));
+        }
+        let sp: Vec<StatePart<'_>> = ins
+            .iter()
+            .map(|(n, i)| {
+                let a = i.array();
+                StatePart { name: n.clone(), dtype: a.dtype, shape: a.shape.to_vec(), bytes: Cow::Borrowed(a.data) }
+            })
+            .collect();
+        self.core.load_state(&sp).or_py(py)
+    }
+}
+
+impl RawBuffer {
+    #[allow(clippy::too_many_arguments)]
+    fn write<'py>(
+        &mut self,
+        py: Python<'py>,
+        obs: &Bound<'py, PyAny>,
+        act: &Bound<'py, PyAny>,
+        rew: &Bound<'py, PyAny>,
+        terminated: &Bound<'py, PyAny>,
+        truncated: &Bound<'py, PyAny>,
+        obs_next: &Bound<'py, PyAny>,
+        mask: Option<&Bound<'py, PyAny>>,
+        extras: Option<&Bound<'py, PyDict>>,
+        extend: bool,
+    ) -> PyResult<AddOutcome> {
+        let core = &mut self.core;
+        let o = names_in(core, obs, "obs")?;
+        let on = names_in(core, obs_next, "obs_next")?;
+        let a = to_in(act, "act")?;
+        let r = to_in(rew, "rew")?;
+        let te = to_in(terminated, "terminated")?;
+        let tr = to_in(truncated, "truncated")?;
+        let m = match mask {
+            Some(m) if !m.is_none() => Some(to_in(m, "mask")?),
+            _ => None,
+        };
+        let ex = extras_in(core, extras)?;
+        let o_arr: Vec<(&str, Array<'_>)> = o.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
+        let on_arr: Vec<(&str, Array<'_>)> = on.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
+        let ex_arr: Vec<(&str, Array<'_>)> = ex.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
+        let steps = Steps {
+            obs: &o_arr,
+            act: a.array(),
+            rew: r.array(),
+            terminated: te.array(),
+            truncated: tr.array(),
+            obs_next: &on_arr,
+            extras: &ex_arr,
+            mask: m.as_ref().map(|m| m.array()),
+        };
+        if extend {
+            core.extend(&steps).or_py(py)
+        } else {
+            core.add(&steps).or_py(py)
+        }
+    }
+}
+
+/// Call the user's vectorised `compute_reward(achieved_goal [M, *G], desired_goal [M, *G], info)`
+/// and check that it returned M numbers.
+fn call_reward(
+    py: Python<'_>,
+    f: &Bound<'_, PyAny>,
+    gdt: DType,
+    gshape: &[usize],
+    ag: &[u8],
+    g: &[u8],
+    m: usize,
+) -> PyResult<Vec<f32>> {
+    let mut dims = vec![m];
+    dims.extend_from_slice(gshape);
+    let ag_a = fresh(py, gdt, &dims)?;
+    let g_a = fresh(py, gdt, &dims)?;
+    // SAFETY: fresh arrays of exactly these sizes.
+    unsafe {
+        bytes_mut(&ag_a).copy_from_slice(ag);
+        bytes_mut(&g_a).copy_from_slice(g);
+    }
+    let res = f.call1((ag_a, g_a, PyDict::new(py)))?;
+    let r = to_in(&res, "compute_reward result").map_err(|_| {
+        py_err(py, 2, format!("compute_reward must return a numeric array of shape [{m}], got {}", type_name(&res)))
+    })?;
+    let a = r.array();
+    if a.shape != [m] {
+        return Err(py_err(
+            py,
+            1,
+            format!("compute_reward must return one reward per goal pair, shape [{m}]; got shape {:?}", a.shape),
+        ));
+    }
+    if !matches!(a.dtype, DType::F32 | DType::F64) && !a.dtype.can_cast_to(DType::F64) {
+        return Err(py_err(py, 2, format!("compute_reward returned dtype {}; expected float", a.dtype.name())));
+    }
+    Ok((0..m).map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k) as f32).collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// free functions
+
+fn f32_in<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, what: &str) -> PyResult<(In<'py>, Vec<usize>)> {
+    let i = to_in(obj, what)?;
+    if i.dtype != DType::F32 {
+        return Err(py_err(py, 2, format!("{what}: expected float32, got {}", i.dtype.name())));
+    }
+    let shape = i.array().shape.to_vec();
+    Ok((i, shape))
+}
+
+fn flag_in<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, what: &str) -> PyResult<(In<'py>, Vec<usize>)> {
+    let i = to_in(obj, what)?;
+    if !matches!(i.dtype, DType::Bool | DType::U8) {
+        return Err(py_err(py, 2, format!("{what}: expected bool or uint8, got {}", i.dtype.name())));
+    }
+    let shape = i.array().shape.to_vec();
+    Ok((i, shape))
+}
+
+/// GAE over `[T, N]` float32 arrays; returns (advantages, returns). See `rlcore.compute_gae`.
+#[pyfunction]
+#[pyo3(signature = (rew, values, next_values, terminated, truncated, gamma, gae_lambda))]
+#[allow(clippy::too_many_arguments)]
+fn _compute_gae<'py>(
+    py: Python<'py>,
+    rew: &Bound<'py, PyAny>,
+    values: &Bound<'py, PyAny>,
+    next_values: &Bound<'py, PyAny>,
+    terminated: &Bound<'py, PyAny>,
+    truncated: &Bound<'py, PyAny>,
+    gamma: f32,
+    gae_lambda: f32,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let (r, shape) = f32_in(py, rew, "rew")?;
+    if shape.len() != 2 {
+        return Err(py_err(py, 1, format!("rew: expected shape [T, N], got {shape:?}")));
+    }
+    let (t_len, n) = (shape[0], shape[1]);
+    let (v, vs) = f32_in(py, values, "values")?;
+    let (nv, nvs) = f32_in(py, next_values, "next_values")?;
+    let (te, tes) = flag_in(py, terminated, "terminated")?;
+    let (tr, trs) = flag_in(py, truncated, "truncated")?;
+    for (what, s) in [("values", &vs), ("next_values", &nvs), ("terminated", &tes), ("truncated", &trs)] {
+        if *s != shape {
+            return Err(py_err(py, 1, format!("{what}: expected shape {shape:?} like rew, got {s:?}")));
+        }
+    }
+    let adv = fresh(py, DType::F32, &shape)?;
+    let ret = fresh(py, DType::F32, &shape)?;
+    let as_f32 = |i: &In<'_>| -> Vec<f32> {
+        i.array().data.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()
+    };
+    let (rv, vv, nvv) = (as_f32(&r), as_f32(&v), as_f32(&nv));
+    // SAFETY: fresh float32 arrays of T*N elements.
+    let (adv_s, ret_s) = unsafe {
+        let a = bytes_mut(&adv);
+        let b = bytes_mut(&ret);
+        (
+            std::slice::from_raw_parts_mut(a.as_mut_ptr() as *mut f32, a.len() / 4),
+            std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut f32, b.len() / 4),
+        )
+    };
+    core_gae(&rv, &vv, &nvv, te.array().data, tr.array().data, t_len, n, gamma, gae_lambda, adv_s, ret_s).or_py(py)?;
+    Ok((adv.into_any(), ret.into_any()))
+}
+
+/// n-step returns over a flat stream `[T]`; returns (returns, discounts, horizons).
+#[pyfunction]
+#[pyo3(signature = (rew, terminated, truncated, n_step, gamma))]
+fn _compute_nstep_returns<'py>(
+    py: Python<'py>,
+    rew: &Bound<'py, PyAny>,
+    terminated: &Bound<'py, PyAny>,
+    truncated: &Bound<'py, PyAny>,
+    n_step: i64,
+    gamma: f32,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    if n_step < 1 {
+        return Err(py_err(py, 3, format!("n_step must be >= 1, got {n_step}")));
+    }
+    let (r, shape) = f32_in(py, rew, "rew")?;
+    if shape.len() != 1 {
+        return Err(py_err(py, 1, format!("rew: expected shape [T], got {shape:?}")));
+    }
+    let (te, tes) = flag_in(py, terminated, "terminated")?;
+    let (tr, trs) = flag_in(py, truncated, "truncated")?;
+    for (what, s) in [("terminated", &tes), ("truncated", &trs)] {
+        if *s != shape {
+            return Err(py_err(py, 1, format!("{what}: expected shape {shape:?} like rew, got {s:?}")));
+        }
+    }
+    let t = shape[0];
+    let rv: Vec<f32> = r.array().data.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let mut ret = vec![0f32; t];
+    let mut disc = vec![0f32; t];
+    let mut hor = vec![0i64; t];
+    core_nstep(&rv, te.array().data, tr.array().data, n_step as usize, gamma, &mut ret, &mut disc, &mut hor).or_py(py)?;
+    Ok((vec_array(py, ret), vec_array(py, disc), vec_array(py, hor)))
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let errs = ERRORS.get_or_try_init(py, || make_errors(py))?;
+    for (name, t) in ERROR_NAMES.iter().zip(errs.iter()) {
+        m.add(*name, t.bind(py))?;
+    }
+    m.add_class::<RawBuffer>()?;
+    m.add_class::<AddResult>()?;
+    m.add_function(wrap_pyfunction!(_compute_gae, m)?)?;
+    m.add_function(wrap_pyfunction!(_compute_nstep_returns, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
