@@ -211,3 +211,22 @@ def test_evaluate_spreads_episodes_over_envs() -> None:
     assert 0.0 <= stats.success_rate <= 1.0
     with pytest.raises(ValueError):
         evaluate(const_policy, envs, 0)
+
+
+def test_case6_real_buffer_stores_final_obs_of_timed_out_step() -> None:
+    rlcore = pytest.importorskip("rlcore")
+    envs = make_envs(AutoresetMode.NEXT_STEP, n=1)  # truncated at step 3
+    buf = rlcore.ReplayBuffer(64, num_envs=1, seed=0)
+    col = Collector(envs, buf)
+    col.reset(seed=0)
+    col.collect(6, policy=const_policy)
+    assert len(buf) == 6  # the reset row after the first episode is not a transition
+    batch = buf.sample(256, n_step=1, gamma=0.5)
+    t = batch.obs[:, 1]
+    np.testing.assert_array_equal(
+        batch.obs_next[:, 1], t + 1
+    )  # final obs o_3 after step 2, never a reset obs
+    np.testing.assert_array_equal(batch.obs_next[:, 0], batch.obs[:, 0])  # same episode
+    last = t == 2
+    assert last.any() and batch.truncated[last].all() and not batch.terminated.any()
+    np.testing.assert_allclose(batch.discount, 0.5)  # truncation bootstraps

@@ -93,10 +93,10 @@ class TinyReplay:
         self.rng.bit_generator.state = state["rng"]
 
 
-def make_buffer(capacity: int = 10_000, seed: int = 0) -> Any:
+def make_buffer(capacity: int = 10_000, seed: int = 0, num_envs: int = 2) -> Any:
     core = real_buffers()
     if core is not None:
-        return core.ReplayBuffer(capacity, seed=seed)
+        return core.ReplayBuffer(capacity, num_envs=num_envs, seed=seed)
     return TinyReplay(capacity, seed=seed)
 
 

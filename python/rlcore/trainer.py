@@ -30,11 +30,18 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 import torch
+
 from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.collector import Collector, RewardFn, evaluate
 from rlcore.stats import EpisodeStats, EpochStats, EvalStats, TimeStats, mean_stats
 
 __all__ = ["Logger", "OffPolicyTrainer", "OffPolicyTrainerConfig"]
+
+
+def _buffer_beta(buffer: Any) -> float | None:
+    """The PER ``beta`` of a prioritized buffer, ``None`` for a uniform one."""
+    beta = getattr(buffer, "beta", None)
+    return None if beta is None else float(beta)
 
 
 class Logger(Protocol):
@@ -130,7 +137,7 @@ class OffPolicyTrainer:
         self.iteration = 0
         self.grad_steps = 0
         self._grad_credit = 0.0
-        self._beta_start = float(buffer.beta) if hasattr(buffer, "beta") else None
+        self._beta_start = _buffer_beta(buffer)
         self._evaluations = 0
 
     @property
@@ -262,7 +269,7 @@ class OffPolicyTrainer:
             "evaluations": self._evaluations,
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            "buffer_beta": float(self.buffer.beta) if hasattr(self.buffer, "beta") else None,
+            "buffer_beta": _buffer_beta(self.buffer),
         }
         torch.save(state, path / "trainer.pt")
         with open(path / "buffer.pkl", "wb") as f:
