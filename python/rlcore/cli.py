@@ -194,7 +194,11 @@ def _make_envs(env_id: str, num_envs: int) -> Any:
     if env_id not in gym.registry:
         try:
             # gymnasium-robotics prints a notice about Adroit envs on import; keep the console clean.
-            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            with (
+                warnings.catch_warnings(),
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+            ):
                 warnings.simplefilter("ignore")
                 import gymnasium_robotics
 
@@ -213,7 +217,6 @@ def _make_envs(env_id: str, num_envs: int) -> Any:
 
 def _train(args: argparse.Namespace) -> int:
     import gymnasium as gym
-    import numpy as np
     import torch
 
     import rlcore
@@ -257,7 +260,6 @@ def _train(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    np.random.seed(args.seed)
     overrides = dict(preset.algo.get(args.algo, {}))
     if args.algo in ("dqn", "ddpg", "td3"):
         overrides["seed"] = args.seed

@@ -1,0 +1,91 @@
+"""`rlcore` CLI: one-line errors, a short training run, logging files and `rlcore plot`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from rlcore.cli import main
+
+torch.set_num_threads(1)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "--algo", "sac", "--env", "NoSuchEnv-v0"], "unknown environment 'NoSuchEnv-v0'"),
+        (["train", "--algo", "dqn", "--env", "Pendulum-v1"], "dqn needs a Discrete action space"),
+        (["train", "--algo", "sac", "--env", "CartPole-v1"], "sac needs a Box action space"),
+        (["train", "--algo", "sac", "--env", "Pendulum-v1", "--her"], "--her needs a goal env"),
+        (["train", "--algo", "sac", "--env", "Pendulum-v1", "--n-step", "0"], "--n-step must be >= 1"),
+        (["train", "--algo", "sac", "--env", "Pendulum-v1", "--steps", "-5"], "--steps must be >= 1"),
+        (
+            ["train", "--algo", "sac", "--env", "Pendulum-v1", "--device", "nodevice"],
+            "--device 'nodevice' is not usable",
+        ),
+        (["plot", "/nonexistent/run"], "no metrics.jsonl in /nonexistent/run"),
+    ],
+)
+def test_bad_arguments_give_one_line_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlcore: error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--algo", "ppo", "--env", "Pendulum-v1"],
+        ["train", "--env", "Pendulum-v1"],
+        ["train", "--algo", "sac", "--env", "Pendulum-v1", "--steps", "many"],
+        ["fly"],
+    ],
+)
+def test_argparse_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlcore: error: ") and err.count("\n") == 1
+
+
+def test_train_writes_run_dir_and_plot_draws_curves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    argv = ["train", "--algo", "sac", "--env", "Pendulum-v1", "--steps", "1200", "--out", str(out)]
+    assert main([*argv, "--no-progress", "--device", "cpu"]) == 0
+    stdout = capsys.readouterr().out
+    assert "done: Pendulum-v1 sac env_steps=1200 eval/return_mean=" in stdout
+    config = json.loads((out / "config.json").read_text())
+    assert config["trainer_config"]["max_env_steps"] == 1200 and config["device"] == "cpu"
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rows and all(k.split("/")[0] in {"rollout", "train", "eval", "time"} for r in rows for k in r)
+    assert any("eval/return_mean" in r for r in rows) and any("train/critic_loss" in r for r in rows)
+    assert any(p.name.startswith("events.out.tfevents") for p in (out / "tb").iterdir())
+    assert (out / "checkpoint" / "trainer.pt").is_file()
+    assert main(["plot", str(out)]) == 0
+    for name in ("rollout", "train", "eval"):
+        assert (out / f"{name}.png").stat().st_size > 1000
+
+
+def test_dqn_with_nstep_and_prioritized_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "train",
+        "--algo",
+        "dqn",
+        "--env",
+        "CartPole-v1",
+        "--steps",
+        "1500",
+        "--n-step",
+        "3",
+        "--prioritized",
+    ]
+    assert main([*argv, "--out", str(tmp_path / "dqn"), "--no-progress", "--device", "cpu"]) == 0
+    assert "done: CartPole-v1 dqn" in capsys.readouterr().out
