@@ -233,7 +233,10 @@ mod tests {
 
     #[test]
     fn cast_f64_to_f32_and_i32_to_f64() {
-        let src: Vec<u8> = [1.5f64, -2.25].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let src: Vec<u8> = [1.5f64, -2.25]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
         let mut dst = vec![0u8; 8];
         cast_into(&src, DType::F64, &mut dst, DType::F32);
         let a = f32::from_ne_bytes(dst[0..4].try_into().unwrap());

@@ -12,7 +12,9 @@ impl ReplayCore {
             )));
         }
         self.abs_of(idx as usize).ok_or_else(|| {
-            CoreError::value(format!("row {idx} holds no data yet (nothing was written there)"))
+            CoreError::value(format!(
+                "row {idx} holds no data yet (nothing was written there)"
+            ))
         })
     }
 
@@ -79,7 +81,7 @@ impl ReplayCore {
                     return -1;
                 }
                 let p = self.phys(e, h - 2);
-                if self.flags[p] & F_TRANSITION != 0 {
+                if self.flag(p) & F_TRANSITION != 0 {
                     p as i64
                 } else {
                     -1
@@ -98,7 +100,9 @@ impl ReplayCore {
                     self.rows
                 )));
             }
-            out.push(self.abs_of(i as usize).is_some() && self.flags[i as usize] & F_TRANSITION != 0);
+            out.push(
+                self.abs_of(i as usize).is_some() && self.flag(i as usize) & F_TRANSITION != 0,
+            );
         }
         Ok(out)
     }

@@ -102,7 +102,9 @@ pub fn compute_nstep_returns(
         }
     }
     if n_step < 1 {
-        return Err(CoreError::value(format!("n_step must be >= 1, got {n_step}")));
+        return Err(CoreError::value(format!(
+            "n_step must be >= 1, got {n_step}"
+        )));
     }
     check_unit("gamma", gamma as f64)?;
     // end[t]: one past the last step of t's episode, computed backwards.
@@ -154,8 +156,20 @@ mod tests {
         let term = [0u8, 0, 1, 0, 0];
         let trunc = [0u8; 5];
         let (mut a, mut r) = ([0f32; 5], [0f32; 5]);
-        compute_gae(&rew, &values, &next_values, &term, &trunc, 5, 1, 0.9, 0.8, &mut a, &mut r)
-            .unwrap();
+        compute_gae(
+            &rew,
+            &values,
+            &next_values,
+            &term,
+            &trunc,
+            5,
+            1,
+            0.9,
+            0.8,
+            &mut a,
+            &mut r,
+        )
+        .unwrap();
         // last step bootstraps from next_values[4] = 3
         let d4 = 1.0 + 0.9 * 3.0 - 20.0;
         assert!((a[4] - d4).abs() < 1e-5);

@@ -11,7 +11,9 @@ impl ReplayCore {
     pub fn update_priorities(&mut self, idx: &[i64], prio: &[f64]) -> Result<usize> {
         let rows = self.rows;
         let Some(per) = self.per.as_ref() else {
-            return Err(CoreError::usage("update_priorities needs a prioritized buffer"));
+            return Err(CoreError::usage(
+                "update_priorities needs a prioritized buffer",
+            ));
         };
         if idx.len() != prio.len() {
             return Err(CoreError::shape(format!(
@@ -38,7 +40,7 @@ impl ReplayCore {
         let mut updates = Vec::with_capacity(idx.len());
         for (&i, &p) in idx.iter().zip(prio.iter()) {
             let r = i as usize;
-            if self.flags[r] & F_TRANSITION == 0 || self.abs_of(r).is_none() {
+            if self.abs_of(r).is_none() || self.flag(r) & F_TRANSITION == 0 {
                 skipped += 1;
                 continue;
             }
@@ -64,12 +66,17 @@ impl ReplayCore {
     /// Current priorities `(p + eps)^alpha` of the given rows (0 for non-transition rows).
     pub fn priorities(&self, idx: &[i64]) -> Result<Vec<f64>> {
         let Some(per) = self.per.as_ref() else {
-            return Err(CoreError::usage("priorities are only defined for prioritized buffers"));
+            return Err(CoreError::usage(
+                "priorities are only defined for prioritized buffers",
+            ));
         };
         idx.iter()
             .map(|&i| {
                 if i < 0 || i as usize >= self.rows {
-                    Err(CoreError::value(format!("index {i} is out of range [0, {})", self.rows)))
+                    Err(CoreError::value(format!(
+                        "index {i} is out of range [0, {})",
+                        self.rows
+                    )))
                 } else {
                     Ok(per.tree.get(i as usize))
                 }

@@ -3,7 +3,11 @@
 
 use crate::error::{CoreError, Result};
 use crate::gae::check_unit;
-use crate::storage::{GoalStrategy, ReplayCore, F_TRANSITION};
+use crate::storage::{copy_row, GoalStrategy, ReplayCore, F_TRANSITION};
+
+/// How many samples ahead the gather prefetches rows (software pipelining: enough misses in
+/// flight to hide memory latency, few enough not to overflow the miss buffers).
+const PREFETCH_AHEAD: usize = 12;
 
 /// Caller-owned output arrays for one batch of B samples (C-contiguous, row-major).
 pub struct BatchOut<'a> {
@@ -48,8 +52,8 @@ impl ReplayCore {
     /// Absolute index of physical row `p`, or `None` if it was never written.
     #[inline]
     pub(crate) fn abs_of(&self, p: usize) -> Option<(usize, u64)> {
-        let e = p / self.seg;
-        let local = (p % self.seg) as u64;
+        let e = self.env_of(p);
+        let local = (p - e * self.seg) as u64;
         let h = self.envs[e].head;
         if h == 0 {
             return None;
@@ -74,7 +78,7 @@ impl ReplayCore {
     #[inline]
     pub(crate) fn bounds_abs(&self, e: usize, abs: u64) -> (u64, u64) {
         let p = self.phys(e, abs);
-        let ep = self.ep_id[p];
+        let ep = self.ep_id(p);
         let rec = self.rec(e, ep);
         let start = self.ep_start[rec].max(self.alive_lo(e));
         let end = match self.ep_end[rec] {
@@ -89,7 +93,9 @@ impl ReplayCore {
             return Err(CoreError::value("batch_size must be >= 1, got 0"));
         }
         if n_step < 1 {
-            return Err(CoreError::value(format!("n_step must be >= 1, got {n_step}")));
+            return Err(CoreError::value(format!(
+                "n_step must be >= 1, got {n_step}"
+            )));
         }
         check_unit("gamma", gamma)?;
         if self.is_empty() {
@@ -116,7 +122,11 @@ impl ReplayCore {
         if out.step.len() != self.step_cols.len() {
             return Err(CoreError::shape("out: wrong number of act/extra arrays"));
         }
-        for (c, (o, on)) in self.obs_cols.iter().zip(out.obs.iter().zip(out.obs_next.iter())) {
+        for (c, (o, on)) in self
+            .obs_cols
+            .iter()
+            .zip(out.obs.iter().zip(out.obs_next.iter()))
+        {
             bad("obs", o.len(), b * c.item_bytes)?;
             bad("obs_next", on.len(), b * c.item_bytes)?;
         }
@@ -131,41 +141,95 @@ impl ReplayCore {
         if self.per.is_some() {
             match &out.weights {
                 Some(w) => bad("weights", w.len(), b)?,
-                None => return Err(CoreError::shape("out.weights is required for prioritized buffers")),
+                None => {
+                    return Err(CoreError::shape(
+                        "out.weights is required for prioritized buffers",
+                    ))
+                }
             }
         }
         Ok(())
     }
 
-    /// Draw B rows uniformly among alive transitions (rejection over alive rows; at least about
-    /// half of all alive rows are transitions, so this takes < 2 draws per sample on average).
+    /// Next physical row in the same env segment (ring order).
+    #[inline]
+    pub(crate) fn next_row(&self, p: usize) -> usize {
+        let end = (self.env_of(p) + 1) * self.seg;
+        if p + 1 == end {
+            p + 1 - self.seg
+        } else {
+            p + 1
+        }
+    }
+
+    /// Hint the CPU to fetch the records of rows p and p + 1 (at most four cache lines).
+    #[inline]
+    fn prefetch(&self, p: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let bytes = self.bytes();
+            let start = p * self.rec;
+            let stop = ((p + 2) * self.rec).min(bytes.len()).min(start + 256);
+            let mut o = start;
+            while o < stop {
+                // SAFETY: prefetch is a hint and never faults; the address is inside `bytes`.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch(
+                        bytes.as_ptr().add(o) as *const i8,
+                        std::arch::x86_64::_MM_HINT_T0,
+                    );
+                }
+                o += 64;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
+    }
+
+    /// A uniformly drawn alive row (not necessarily a transition).
+    #[inline]
+    fn candidate(&mut self, all_full: bool, total: u64) -> usize {
+        let r = self.rng.below(total);
+        if all_full {
+            return r as usize;
+        }
+        let seg = self.seg as u64;
+        let mut r = r;
+        let mut e = 0;
+        loop {
+            let alive = self.envs[e].head.min(seg);
+            if r < alive {
+                break;
+            }
+            r -= alive;
+            e += 1;
+        }
+        self.phys(e, self.alive_lo(e) + r)
+    }
+
+    /// Draw B rows uniformly among alive transitions: uniform alive rows, rejecting the
+    /// non-transition ones (at least about half of all alive rows are transitions, so this
+    /// takes < 2 draws per sample on average). All first candidates are prefetched before any
+    /// is read, so the cache misses of a batch overlap.
     fn draw_uniform(&mut self, b: usize) {
         let seg = self.seg as u64;
         let all_full = self.envs.iter().all(|s| s.head >= seg);
         let total: u64 = self.envs.iter().map(|s| s.head.min(seg)).sum();
         for i in 0..b {
-            loop {
-                let r = self.rng.below(total);
-                let p = if all_full {
-                    r as usize
-                } else {
-                    let mut r = r;
-                    let mut e = 0;
-                    loop {
-                        let alive = self.envs[e].head.min(seg);
-                        if r < alive {
-                            break;
-                        }
-                        r -= alive;
-                        e += 1;
-                    }
-                    self.phys(e, self.alive_lo(e) + r)
-                };
-                if self.flags[p] & F_TRANSITION != 0 {
-                    self.plan[i].p = p;
-                    break;
-                }
+            self.plan[i].p = self.candidate(all_full, total);
+        }
+        for i in 0..b.min(PREFETCH_AHEAD) {
+            self.prefetch(self.plan[i].p);
+        }
+        for i in 0..b {
+            if i + PREFETCH_AHEAD < b {
+                self.prefetch(self.plan[i + PREFETCH_AHEAD].p);
             }
+            let mut p = self.plan[i].p;
+            while self.flag(p) & F_TRANSITION == 0 {
+                p = self.candidate(all_full, total);
+            }
+            self.plan[i].p = p;
         }
     }
 
@@ -182,28 +246,37 @@ impl ReplayCore {
         }
     }
 
-    /// Fill each plan's window from its row p.
+    /// Fill each plan's window from its row p: m = min(n, first k >= 1 whose row t + k is not a
+    /// transition). Row t + k − 1 being a transition means row t + k holds its next observation
+    /// in the same episode: another transition, the terminal row, or the open row of a running
+    /// episode. So the window stops exactly at the episode end or the newest stored step,
+    /// reading only adjacent records. HER also needs the episode bounds.
     fn plan_windows(&mut self, b: usize, n_step: usize, need_bounds: bool) -> Result<()> {
-        let n = n_step as u64;
         for i in 0..b {
             let p = self.plan[i].p;
-            let (e, t) = self.abs_of(p).ok_or_else(internal_row_error)?;
-            let (start, end, m) = if n == 1 && !need_bounds {
-                (t, t + 1, 1)
-            } else {
-                let (s, en) = self.bounds_abs(e, t);
-                (s, en, n.min(en - t))
-            };
-            let (q, last) = (self.phys(e, t + m), self.phys(e, t + m - 1));
+            let mut last = p;
+            let mut q = self.next_row(p);
+            let mut m = 1u64;
+            while (m as usize) < n_step && self.flag(q) & F_TRANSITION != 0 {
+                last = q;
+                q = self.next_row(q);
+                m += 1;
+            }
+            let env = self.env_of(p);
             let pl = &mut self.plan[i];
-            pl.env = e;
-            pl.t = t;
-            pl.start = start;
-            pl.end = end;
+            pl.env = env;
             pl.m = m;
             pl.q = q;
             pl.last = last;
             pl.goal_row = usize::MAX;
+            if need_bounds {
+                let (e, t) = self.abs_of(p).ok_or_else(internal_row_error)?;
+                let (start, end) = self.bounds_abs(e, t);
+                let pl = &mut self.plan[i];
+                pl.t = t;
+                pl.start = start;
+                pl.end = end;
+            }
         }
         Ok(())
     }
@@ -276,38 +349,43 @@ impl ReplayCore {
 
     fn gather(&self, b: usize, gamma: f64, out: &mut BatchOut<'_>) {
         let plan = &self.plan[..b];
-        for (col, (o, on)) in self.obs_cols.iter().zip(out.obs.iter_mut().zip(out.obs_next.iter_mut())) {
-            let ib = col.item_bytes;
-            for (i, pl) in plan.iter().enumerate() {
-                o[i * ib..(i + 1) * ib].copy_from_slice(col.row(pl.p));
-            }
-            for (i, pl) in plan.iter().enumerate() {
-                on[i * ib..(i + 1) * ib].copy_from_slice(col.row(pl.q));
-            }
-        }
-        for (col, o) in self.step_cols.iter().zip(out.step.iter_mut()) {
-            let ib = col.item_bytes;
-            for (i, pl) in plan.iter().enumerate() {
-                o[i * ib..(i + 1) * ib].copy_from_slice(col.row(pl.p));
-            }
+        for pl in plan.iter().take(PREFETCH_AHEAD) {
+            self.prefetch(pl.p);
         }
         for (i, pl) in plan.iter().enumerate() {
-            let rew = if pl.m == 1 {
-                self.rew[pl.p] as f64
+            if let Some(ahead) = plan.get(i + PREFETCH_AHEAD) {
+                self.prefetch(ahead.p);
+            }
+            for (k, c) in self.obs_cols.iter().enumerate() {
+                let ib = c.item_bytes;
+                copy_row(&mut out.obs[k][i * ib..(i + 1) * ib], self.cell(c, pl.p));
+                copy_row(
+                    &mut out.obs_next[k][i * ib..(i + 1) * ib],
+                    self.cell(c, pl.q),
+                );
+            }
+            for (k, c) in self.step_cols.iter().enumerate() {
+                let ib = c.item_bytes;
+                copy_row(&mut out.step[k][i * ib..(i + 1) * ib], self.cell(c, pl.p));
+            }
+            let (rew, g_m) = if pl.m == 1 {
+                (self.rew(pl.p) as f64, gamma)
             } else {
                 let mut acc = 0.0f64;
                 let mut g = 1.0f64;
-                for k in 0..pl.m {
-                    acc += g * self.rew[self.phys(pl.env, pl.t + k)] as f64;
+                let mut r = pl.p;
+                for _ in 0..pl.m {
+                    acc += g * self.rew(r) as f64;
                     g *= gamma;
+                    r = self.next_row(r);
                 }
-                acc
+                (acc, g)
             };
-            let term = self.term[pl.last];
+            let term = self.term(pl.last);
             out.rew[i] = rew as f32;
             out.terminated[i] = term;
-            out.truncated[i] = self.trunc[pl.last];
-            out.discount[i] = (gamma.powi(pl.m as i32) * (1 - term) as f64) as f32;
+            out.truncated[i] = self.trunc(pl.last);
+            out.discount[i] = (g_m * (1 - term) as f64) as f32;
             out.indices[i] = pl.p as i64;
         }
     }
@@ -339,20 +417,26 @@ impl ReplayCore {
         out: &mut BatchOut<'_>,
         reward_fn: Option<&mut RewardFn<'_>>,
     ) -> Result<()> {
-        let (Some(cfg), Some((ag, dg))) = (self.her.as_ref(), self.her_cols) else { return Ok(()) };
+        let (Some(cfg), Some((ag, dg))) = (self.her.as_ref(), self.her_cols) else {
+            return Ok(());
+        };
         let plan = &self.plan[..b];
         let ag_col = &self.obs_cols[ag];
         let gb = ag_col.item_bytes;
         for (i, pl) in plan.iter().enumerate() {
             if pl.goal_row != usize::MAX {
-                let g = ag_col.row(pl.goal_row);
+                let g = self.cell(ag_col, pl.goal_row);
                 out.obs[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
                 out.obs_next[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
             }
         }
         let window_rows = |pl: &Plan| {
-            let (env, t) = (pl.env, pl.t);
-            (0..pl.m).map(move |k| self.phys(env, t + k + 1))
+            let first = self.next_row(pl.p);
+            (0..pl.m).scan(first, move |r, _| {
+                let cur = *r;
+                *r = self.next_row(cur);
+                Some(cur)
+            })
         };
         match cfg.distance_threshold {
             Some(eps) => {
@@ -361,11 +445,11 @@ impl ReplayCore {
                     if pl.goal_row == usize::MAX {
                         continue;
                     }
-                    let g = ag_col.row(pl.goal_row);
+                    let g = self.cell(ag_col, pl.goal_row);
                     let mut acc = 0.0f64;
                     let mut disc = 1.0f64;
                     for r in window_rows(pl) {
-                        let d = goal_distance(dt, ag_col.row(r), g);
+                        let d = goal_distance(dt, self.cell(ag_col, r), g);
                         acc += disc * if d > eps { -1.0 } else { 0.0 };
                         disc *= gamma;
                     }
@@ -376,17 +460,20 @@ impl ReplayCore {
                 let Some(f) = reward_fn else {
                     return Err(CoreError::usage("HER needs a reward function"));
                 };
-                let m_total: usize =
-                    plan.iter().filter(|pl| pl.goal_row != usize::MAX).map(|pl| pl.m as usize).sum();
+                let m_total: usize = plan
+                    .iter()
+                    .filter(|pl| pl.goal_row != usize::MAX)
+                    .map(|pl| pl.m as usize)
+                    .sum();
                 if m_total == 0 {
                     return Ok(());
                 }
                 let mut ags = Vec::with_capacity(m_total * gb);
                 let mut gs = Vec::with_capacity(m_total * gb);
                 for pl in plan.iter().filter(|pl| pl.goal_row != usize::MAX) {
-                    let g = ag_col.row(pl.goal_row);
+                    let g = self.cell(ag_col, pl.goal_row);
                     for r in window_rows(pl) {
-                        ags.extend_from_slice(ag_col.row(r));
+                        ags.extend_from_slice(self.cell(ag_col, r));
                         gs.extend_from_slice(g);
                     }
                 }

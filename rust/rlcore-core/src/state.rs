@@ -6,7 +6,10 @@
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
 use crate::rng::Rng;
-use crate::storage::{ReplayCore, F_CUT, F_EP_START, F_TERMINAL, F_TRANSITION};
+use crate::storage::{
+    ReplayCore, F_CUT, F_EP_START, F_TERMINAL, F_TRANSITION, OFF_EP_ID, OFF_FLAGS, OFF_REW,
+    OFF_TERM, OFF_TRUNC,
+};
 
 /// One named array of the state. `bytes` is C-contiguous, native byte order.
 #[derive(Debug)]
@@ -21,7 +24,6 @@ pub struct StatePart<'a> {
 trait Plain: Copy {}
 impl Plain for u8 {}
 impl Plain for u64 {}
-impl Plain for f32 {}
 impl Plain for f64 {}
 
 fn bytes_of<T: Plain>(x: &[T]) -> &[u8] {
@@ -38,7 +40,9 @@ fn copy_into<T: Plain>(dst: &mut [T], src: &[u8]) {
 }
 
 fn read_u64s(b: &[u8]) -> Vec<u64> {
-    b.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).collect()
+    b.chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect()
 }
 
 impl ReplayCore {
@@ -54,35 +58,156 @@ impl ReplayCore {
             shape: Vec<usize>,
             bytes: std::borrow::Cow<'b, [u8]>,
         ) {
-            parts.push(StatePart { name: name.to_string(), dtype, shape, bytes });
+            parts.push(StatePart {
+                name: name.to_string(),
+                dtype,
+                shape,
+                bytes,
+            });
         }
+        let live = if self.has_schema() { rows } else { 0 };
+        let gather = |off: usize, width: usize| -> Vec<u8> {
+            let b = self.bytes();
+            let mut v = Vec::with_capacity(rows * width);
+            for p in 0..live {
+                let o = p * self.rec + off;
+                v.extend_from_slice(&b[o..o + width]);
+            }
+            v.resize(rows * width, 0);
+            v
+        };
         for c in self.obs_cols.iter().chain(self.step_cols.iter()) {
             let mut shape = vec![rows];
             shape.extend_from_slice(&c.spec.shape);
-            push(&mut parts, &format!("col:{}", c.spec.name), c.spec.dtype, shape, c.data[..].into());
+            push(
+                &mut parts,
+                &format!("col:{}", c.spec.name),
+                c.spec.dtype,
+                shape,
+                gather(c.offset, c.item_bytes).into(),
+            );
         }
-        push(&mut parts, "rew", DType::F32, vec![rows], bytes_of(&self.rew).into());
-        push(&mut parts, "terminated", DType::U8, vec![rows], bytes_of(&self.term).into());
-        push(&mut parts, "truncated", DType::U8, vec![rows], bytes_of(&self.trunc).into());
-        push(&mut parts, "flags", DType::U8, vec![rows], bytes_of(&self.flags).into());
-        push(&mut parts, "ep_id", DType::U64, vec![rows], bytes_of(&self.ep_id).into());
-        push(&mut parts, "ep_start", DType::U64, vec![rows], bytes_of(&self.ep_start).into());
-        push(&mut parts, "ep_end", DType::U64, vec![rows], bytes_of(&self.ep_end).into());
+        push(
+            &mut parts,
+            "rew",
+            DType::F32,
+            vec![rows],
+            gather(OFF_REW, 4).into(),
+        );
+        push(
+            &mut parts,
+            "terminated",
+            DType::U8,
+            vec![rows],
+            gather(OFF_TERM, 1).into(),
+        );
+        push(
+            &mut parts,
+            "truncated",
+            DType::U8,
+            vec![rows],
+            gather(OFF_TRUNC, 1).into(),
+        );
+        push(
+            &mut parts,
+            "flags",
+            DType::U8,
+            vec![rows],
+            gather(OFF_FLAGS, 1).into(),
+        );
+        push(
+            &mut parts,
+            "ep_id",
+            DType::U64,
+            vec![rows],
+            gather(OFF_EP_ID, 8).into(),
+        );
+        push(
+            &mut parts,
+            "ep_start",
+            DType::U64,
+            vec![rows],
+            bytes_of(&self.ep_start).into(),
+        );
+        push(
+            &mut parts,
+            "ep_end",
+            DType::U64,
+            vec![rows],
+            bytes_of(&self.ep_end).into(),
+        );
         let u64s = |f: &dyn Fn(&crate::storage::EnvState) -> u64| -> Vec<u8> {
             self.envs.iter().flat_map(|s| f(s).to_ne_bytes()).collect()
         };
-        push(&mut parts, "env.head", DType::U64, vec![n], u64s(&|s| s.head).into());
-        push(&mut parts, "env.open", DType::U64, vec![n], u64s(&|s| s.open as u64).into());
-        push(&mut parts, "env.next_ep", DType::U64, vec![n], u64s(&|s| s.next_ep).into());
-        push(&mut parts, "env.ep_len", DType::U64, vec![n], u64s(&|s| s.ep_len).into());
-        push(&mut parts, "env.n_trans", DType::U64, vec![n], u64s(&|s| s.n_trans).into());
-        let rets: Vec<u8> = self.envs.iter().flat_map(|s| s.ep_return.to_ne_bytes()).collect();
-        push(&mut parts, "env.ep_return", DType::F64, vec![n], rets.into());
-        let rng: Vec<u8> = self.rng.state().iter().flat_map(|x| x.to_ne_bytes()).collect();
+        push(
+            &mut parts,
+            "env.head",
+            DType::U64,
+            vec![n],
+            u64s(&|s| s.head).into(),
+        );
+        push(
+            &mut parts,
+            "env.open",
+            DType::U64,
+            vec![n],
+            u64s(&|s| s.open as u64).into(),
+        );
+        push(
+            &mut parts,
+            "env.next_ep",
+            DType::U64,
+            vec![n],
+            u64s(&|s| s.next_ep).into(),
+        );
+        push(
+            &mut parts,
+            "env.ep_len",
+            DType::U64,
+            vec![n],
+            u64s(&|s| s.ep_len).into(),
+        );
+        push(
+            &mut parts,
+            "env.n_trans",
+            DType::U64,
+            vec![n],
+            u64s(&|s| s.n_trans).into(),
+        );
+        let rets: Vec<u8> = self
+            .envs
+            .iter()
+            .flat_map(|s| s.ep_return.to_ne_bytes())
+            .collect();
+        push(
+            &mut parts,
+            "env.ep_return",
+            DType::F64,
+            vec![n],
+            rets.into(),
+        );
+        let rng: Vec<u8> = self
+            .rng
+            .state()
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
         push(&mut parts, "rng", DType::U64, vec![4], rng.into());
         if let Some(per) = &self.per {
-            push(&mut parts, "per.priorities", DType::F64, vec![rows], bytes_of(per.tree.leaves()).to_vec().into());
-            push(&mut parts, "per.max_p", DType::F64, vec![1], per.max_p.to_ne_bytes().to_vec().into());
+            push(
+                &mut parts,
+                "per.priorities",
+                DType::F64,
+                vec![rows],
+                bytes_of(per.tree.leaves()).to_vec().into(),
+            );
+            push(
+                &mut parts,
+                "per.max_p",
+                DType::F64,
+                vec![1],
+                per.max_p.to_ne_bytes().to_vec().into(),
+            );
         }
         parts
     }
@@ -93,13 +218,17 @@ impl ReplayCore {
     /// Errors: `Corrupt` when a part is missing, has the wrong dtype/shape, or the episode index
     /// is inconsistent; nothing is changed then.
     pub fn load_state(&mut self, parts: &[StatePart<'_>]) -> Result<()> {
-        let expected: Vec<(String, DType, Vec<usize>)> =
-            self.state_parts().into_iter().map(|p| (p.name, p.dtype, p.shape)).collect();
+        let expected: Vec<(String, DType, Vec<usize>)> = self
+            .state_parts()
+            .into_iter()
+            .map(|p| (p.name, p.dtype, p.shape))
+            .collect();
         let mut found: Vec<&[u8]> = Vec::with_capacity(expected.len());
         for (name, dtype, shape) in &expected {
-            let p = parts.iter().find(|p| &p.name == name).ok_or_else(|| {
-                CoreError::corrupt(format!("saved state has no part '{name}'"))
-            })?;
+            let p = parts
+                .iter()
+                .find(|p| &p.name == name)
+                .ok_or_else(|| CoreError::corrupt(format!("saved state has no part '{name}'")))?;
             if p.dtype != *dtype || &p.shape != shape {
                 return Err(CoreError::corrupt(format!(
                     "saved part '{name}' is {} {:?}, expected {} {:?} (was it saved from a buffer \
@@ -134,11 +263,15 @@ impl ReplayCore {
         let ep_id = read_u64s(get("ep_id"));
         let known = F_TRANSITION | F_EP_START | F_CUT | F_TERMINAL;
         if let Some(bad) = flags.iter().find(|&&f| f & !known != 0) {
-            return Err(CoreError::corrupt(format!("saved flags hold an unknown bit pattern {bad:#x}")));
+            return Err(CoreError::corrupt(format!(
+                "saved flags hold an unknown bit pattern {bad:#x}"
+            )));
         }
         for e in 0..n {
             if open[e] > 1 || (open[e] == 1 && (head[e] < 2 || next_ep[e] == 0)) {
-                return Err(CoreError::corrupt(format!("saved state of env {e} is inconsistent")));
+                return Err(CoreError::corrupt(format!(
+                    "saved state of env {e} is inconsistent"
+                )));
             }
             let alive = head[e].min(seg);
             let mut count = 0u64;
@@ -177,14 +310,38 @@ impl ReplayCore {
         }
         // write
         let rows = self.rows;
-        for (k, c) in self.obs_cols.iter_mut().chain(self.step_cols.iter_mut()).enumerate() {
-            c.data.copy_from_slice(found[k]);
+        if self.has_schema() {
+            let rec = self.rec;
+            let cols: Vec<(usize, usize)> = self
+                .obs_cols
+                .iter()
+                .chain(self.step_cols.iter())
+                .map(|c| (c.offset, c.item_bytes))
+                .collect();
+            let mut fixed: Vec<(usize, usize, &[u8])> = cols
+                .iter()
+                .enumerate()
+                .map(|(k, &(off, w))| (off, w, found[k]))
+                .collect();
+            fixed.push((OFF_REW, 4, get("rew")));
+            fixed.push((OFF_TERM, 1, get("terminated")));
+            fixed.push((OFF_TRUNC, 1, get("truncated")));
+            fixed.push((OFF_FLAGS, 1, get("flags")));
+            fixed.push((OFF_EP_ID, 8, get("ep_id")));
+            // SAFETY: u64 words viewed as bytes; exclusive borrow of self.data.
+            let data = unsafe {
+                std::slice::from_raw_parts_mut(
+                    self.data.as_mut_ptr() as *mut u8,
+                    self.data.len() * 8,
+                )
+            };
+            for (off, w, src) in fixed {
+                for p in 0..rows {
+                    let o = p * rec + off;
+                    data[o..o + w].copy_from_slice(&src[p * w..(p + 1) * w]);
+                }
+            }
         }
-        copy_into(&mut self.rew, get("rew"));
-        copy_into(&mut self.term, get("terminated"));
-        copy_into(&mut self.trunc, get("truncated"));
-        copy_into(&mut self.flags, get("flags"));
-        copy_into(&mut self.ep_id, get("ep_id"));
         copy_into(&mut self.ep_start, get("ep_start"));
         copy_into(&mut self.ep_end, get("ep_end"));
         let ep_len = read_u64s(get("env.ep_len"));

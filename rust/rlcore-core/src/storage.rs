@@ -36,7 +36,11 @@ pub struct ColumnSpec {
 
 impl ColumnSpec {
     pub fn new(name: impl Into<String>, dtype: DType, shape: Vec<usize>) -> Self {
-        ColumnSpec { name: name.into(), dtype, shape }
+        ColumnSpec {
+            name: name.into(),
+            dtype,
+            shape,
+        }
     }
     /// Bytes one row of this column takes.
     pub fn item_bytes(&self) -> usize {
@@ -44,28 +48,21 @@ impl ColumnSpec {
     }
 }
 
-/// A stored column: `rows * item_bytes` bytes allocated once, never reallocated.
-#[derive(Debug)]
+/// A stored column: `item_bytes` bytes at `offset` inside every row record.
+#[derive(Debug, Clone)]
 pub struct Column {
     pub spec: ColumnSpec,
     pub item_bytes: usize,
-    pub(crate) data: Box<[u8]>,
+    pub offset: usize,
 }
 
-impl Column {
-    fn new(spec: ColumnSpec, rows: usize) -> Self {
-        let item_bytes = spec.item_bytes();
-        Column { spec, item_bytes, data: vec![0u8; rows * item_bytes].into_boxed_slice() }
-    }
-    #[inline]
-    pub(crate) fn row(&self, r: usize) -> &[u8] {
-        &self.data[r * self.item_bytes..(r + 1) * self.item_bytes]
-    }
-    /// The whole column, `rows * item_bytes` bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.data
-    }
-}
+/// Byte offsets of the fixed fields at the start of every row record.
+pub const OFF_FLAGS: usize = 0;
+pub const OFF_TERM: usize = 1;
+pub const OFF_TRUNC: usize = 2;
+pub const OFF_REW: usize = 4;
+pub const OFF_EP_ID: usize = 8;
+const HEADER: usize = 16;
 
 /// A borrowed input array: dtype, shape and C-contiguous native-endian bytes.
 #[derive(Debug, Clone, Copy)]
@@ -166,15 +163,18 @@ pub(crate) struct EnvState {
 pub struct ReplayCore {
     pub(crate) num_envs: usize,
     pub(crate) seg: usize,
+    /// `p / seg` without a division instruction (sampling computes it for every row).
+    pub(crate) seg_div: FastDiv,
     pub(crate) rows: usize,
     pub(crate) obs_cols: Vec<Column>,
     /// `act` first, then extras.
     pub(crate) step_cols: Vec<Column>,
-    pub(crate) rew: Box<[f32]>,
-    pub(crate) term: Box<[u8]>,
-    pub(crate) trunc: Box<[u8]>,
-    pub(crate) flags: Box<[u8]>,
-    pub(crate) ep_id: Box<[u64]>,
+    /// Bytes per row record: flags, terminated, truncated, rew, episode id, then every column.
+    /// Rows are interleaved so that one sample touches one or two cache lines, and the next
+    /// observation (row t + 1) is adjacent in memory.
+    pub(crate) rec: usize,
+    /// `rows * rec` bytes (as u64 words for 8-byte alignment), allocated once by `declare`.
+    pub(crate) data: Box<[u64]>,
     /// Episode records per env, indexed `env * seg + ep % seg`: absolute start and terminal row.
     pub(crate) ep_start: Box<[u64]>,
     pub(crate) ep_end: Box<[u64]>,
@@ -209,14 +209,12 @@ impl ReplayCore {
         Ok(ReplayCore {
             num_envs,
             seg,
+            seg_div: FastDiv::new(seg as u64),
             rows,
             obs_cols: Vec::new(),
             step_cols: Vec::new(),
-            rew: vec![0.0; rows].into_boxed_slice(),
-            term: vec![0; rows].into_boxed_slice(),
-            trunc: vec![0; rows].into_boxed_slice(),
-            flags: vec![0; rows].into_boxed_slice(),
-            ep_id: vec![0; rows].into_boxed_slice(),
+            rec: HEADER,
+            data: Vec::new().into_boxed_slice(),
             ep_start: vec![0; rows].into_boxed_slice(),
             ep_end: vec![OPEN; rows].into_boxed_slice(),
             envs: vec![EnvState::default(); num_envs],
@@ -240,16 +238,27 @@ impl ReplayCore {
             return Err(CoreError::value(format!("eps must be > 0, got {eps}")));
         }
         if self.len() > 0 {
-            return Err(CoreError::usage("enable prioritized replay before the first add"));
+            return Err(CoreError::usage(
+                "enable prioritized replay before the first add",
+            ));
         }
-        self.per = Some(PerState { tree: SumTree::new(self.rows), alpha, beta, eps, max_p: 1.0 });
+        self.per = Some(PerState {
+            tree: SumTree::new(self.rows),
+            alpha,
+            beta,
+            eps,
+            max_p: 1.0,
+        });
         Ok(())
     }
 
     /// Turn on hindsight relabeling. Must be called before the first add.
     pub fn enable_her(&mut self, cfg: HerConfig) -> Result<()> {
         if !(cfg.future_k.is_finite() && cfg.future_k >= 0.0) {
-            return Err(CoreError::value(format!("future_k must be >= 0, got {}", cfg.future_k)));
+            return Err(CoreError::value(format!(
+                "future_k must be >= 0, got {}",
+                cfg.future_k
+            )));
         }
         if let Some(eps) = cfg.distance_threshold {
             if !(eps.is_finite() && eps >= 0.0) {
@@ -294,7 +303,9 @@ impl ReplayCore {
                 p.beta = beta;
                 Ok(())
             }
-            None => Err(CoreError::usage("beta is only defined for prioritized buffers")),
+            None => Err(CoreError::usage(
+                "beta is only defined for prioritized buffers",
+            )),
         }
     }
 
@@ -320,17 +331,74 @@ impl ReplayCore {
     pub fn step_columns(&self) -> &[Column] {
         &self.step_cols
     }
-    pub fn rew_column(&self) -> &[f32] {
-        &self.rew
+    /// Bytes per row record (the row stride of every column view).
+    pub fn record_bytes(&self) -> usize {
+        self.rec
     }
-    pub fn terminated_column(&self) -> &[u8] {
-        &self.term
+    /// Start of the row records (`rows * record_bytes()` bytes; empty before the schema exists).
+    /// Stable for the buffer's lifetime once the schema exists: the memory is never reallocated.
+    pub fn data_ptr(&self) -> *const u8 {
+        self.data.as_ptr() as *const u8
     }
-    pub fn truncated_column(&self) -> &[u8] {
-        &self.trunc
+
+    /// All row records as bytes.
+    #[inline]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: u64 words reinterpreted as bytes; every byte pattern is valid.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr() as *const u8, self.data.len() * 8) }
     }
-    pub fn flags_column(&self) -> &[u8] {
-        &self.flags
+    #[inline]
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above; the borrow of self.data is exclusive.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.data.as_mut_ptr() as *mut u8, self.data.len() * 8)
+        }
+    }
+    #[inline]
+    pub(crate) fn flag(&self, p: usize) -> u8 {
+        self.bytes()[p * self.rec + OFF_FLAGS]
+    }
+    #[inline]
+    pub(crate) fn set_flag(&mut self, p: usize, v: u8) {
+        let o = p * self.rec + OFF_FLAGS;
+        self.bytes_mut()[o] = v;
+    }
+    #[inline]
+    pub(crate) fn or_flag(&mut self, p: usize, v: u8) {
+        let o = p * self.rec + OFF_FLAGS;
+        self.bytes_mut()[o] |= v;
+    }
+    #[inline]
+    pub(crate) fn term(&self, p: usize) -> u8 {
+        self.bytes()[p * self.rec + OFF_TERM]
+    }
+    #[inline]
+    pub(crate) fn trunc(&self, p: usize) -> u8 {
+        self.bytes()[p * self.rec + OFF_TRUNC]
+    }
+    #[inline]
+    pub(crate) fn rew(&self, p: usize) -> f32 {
+        let o = p * self.rec + OFF_REW;
+        let b = &self.bytes()[o..o + 4];
+        f32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    }
+    #[inline]
+    pub(crate) fn ep_id(&self, p: usize) -> u64 {
+        let o = p * self.rec + OFF_EP_ID;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&self.bytes()[o..o + 8]);
+        u64::from_ne_bytes(a)
+    }
+    #[inline]
+    pub(crate) fn set_u64(&mut self, p: usize, off: usize, v: u64) {
+        let o = p * self.rec + off;
+        self.bytes_mut()[o..o + 8].copy_from_slice(&v.to_ne_bytes());
+    }
+    /// One column's bytes of row p.
+    #[inline]
+    pub(crate) fn cell(&self, c: &Column, p: usize) -> &[u8] {
+        let o = p * self.rec + c.offset;
+        &self.bytes()[o..o + c.item_bytes]
     }
 
     /// Declare the columns up front (from gymnasium spaces). `step[0]` must be `act`.
@@ -343,21 +411,31 @@ impl ReplayCore {
             ));
         }
         if obs.is_empty() {
-            return Err(CoreError::value("at least one observation column is needed"));
+            return Err(CoreError::value(
+                "at least one observation column is needed",
+            ));
         }
         if step.first().map(|s| s.name.as_str()) != Some("act") {
             return Err(CoreError::value("the first step column must be 'act'"));
         }
         let is_dict = obs.iter().any(|c| c.name.starts_with("obs."));
         if is_dict && obs.iter().any(|c| !c.name.starts_with("obs.")) {
-            return Err(CoreError::value("observation columns must all be 'obs' or all 'obs.<key>'"));
+            return Err(CoreError::value(
+                "observation columns must all be 'obs' or all 'obs.<key>'",
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         for c in obs.iter().chain(step.iter()) {
             if !seen.insert(c.name.clone()) {
-                return Err(CoreError::value(format!("column '{}' is defined twice", c.name)));
+                return Err(CoreError::value(format!(
+                    "column '{}' is defined twice",
+                    c.name
+                )));
             }
-            if matches!(c.name.as_str(), "rew" | "terminated" | "truncated" | "obs_next") {
+            if matches!(
+                c.name.as_str(),
+                "rew" | "terminated" | "truncated" | "obs_next"
+            ) {
                 return Err(CoreError::value(format!(
                     "'{}' is a reserved column name; pick another name for the extra",
                     c.name
@@ -374,12 +452,14 @@ impl ReplayCore {
                     ));
                 }
                 let find = |key: &str| {
-                    obs.iter().position(|c| c.name.strip_prefix("obs.") == Some(key)).ok_or_else(|| {
-                        CoreError::shape(format!(
-                            "HER: the observation dict has no key '{key}'; keys are {:?}",
-                            obs.iter().map(|c| &c.name[4..]).collect::<Vec<_>>()
-                        ))
-                    })
+                    obs.iter()
+                        .position(|c| c.name.strip_prefix("obs.") == Some(key))
+                        .ok_or_else(|| {
+                            CoreError::shape(format!(
+                                "HER: the observation dict has no key '{key}'; keys are {:?}",
+                                obs.iter().map(|c| &c.name[4..]).collect::<Vec<_>>()
+                            ))
+                        })
                 };
                 let ag = find(&cfg.achieved_goal)?;
                 let dg = find(&cfg.desired_goal)?;
@@ -393,7 +473,8 @@ impl ReplayCore {
                         obs[dg].dtype.name()
                     )));
                 }
-                if cfg.distance_threshold.is_some() && !matches!(obs[ag].dtype, DType::F32 | DType::F64)
+                if cfg.distance_threshold.is_some()
+                    && !matches!(obs[ag].dtype, DType::F32 | DType::F64)
                 {
                     return Err(CoreError::dtype(format!(
                         "HER native reward needs float32 or float64 goals, got {}",
@@ -404,9 +485,29 @@ impl ReplayCore {
             }
         };
         let max_obs = obs.iter().map(|c| c.item_bytes()).max().unwrap_or(0);
+        // record layout: header, then each column aligned to its element size
+        let mut off = HEADER;
+        let mut place = |spec: ColumnSpec| -> Column {
+            let a = spec.dtype.size();
+            off = off.div_ceil(a) * a;
+            let c = Column {
+                item_bytes: spec.item_bytes(),
+                offset: off,
+                spec,
+            };
+            off += c.item_bytes;
+            c
+        };
+        let obs_cols: Vec<Column> = obs.into_iter().map(&mut place).collect();
+        let step_cols: Vec<Column> = step.into_iter().map(&mut place).collect();
+        let rec = off.div_ceil(8) * 8;
+        let words = (self.rows * rec / 8).max(1);
         self.obs_is_dict = is_dict;
-        self.obs_cols = obs.into_iter().map(|s| Column::new(s, self.rows)).collect();
-        self.step_cols = step.into_iter().map(|s| Column::new(s, self.rows)).collect();
+        self.obs_cols = obs_cols;
+        self.step_cols = step_cols;
+        self.rec = rec;
+        self.data = vec![0u64; words].into_boxed_slice();
+        advise_huge_pages(&self.data);
         self.her_cols = her_cols;
         self.scratch = vec![0u8; max_obs];
         Ok(())
@@ -421,9 +522,17 @@ impl ReplayCore {
                     a.shape
                 )));
             }
-            Ok(ColumnSpec::new(name, store_dtype(a.dtype), a.shape[lead..].to_vec()))
+            Ok(ColumnSpec::new(
+                name,
+                store_dtype(a.dtype),
+                a.shape[lead..].to_vec(),
+            ))
         };
-        let obs = s.obs.iter().map(|(n, a)| spec(n, a)).collect::<Result<Vec<_>>>()?;
+        let obs = s
+            .obs
+            .iter()
+            .map(|(n, a)| spec(n, a))
+            .collect::<Result<Vec<_>>>()?;
         let mut step = vec![spec("act", &s.act)?];
         for (n, a) in s.extras {
             step.push(spec(n, a)?);
@@ -456,7 +565,9 @@ impl ReplayCore {
         for i in 0..n {
             let r = read_f64(s.rew.dtype, s.rew.data, i);
             if !r.is_finite() {
-                return Err(CoreError::value(format!("rew[{i}] is {r}; rewards must be finite")));
+                return Err(CoreError::value(format!(
+                    "rew[{i}] is {r}; rewards must be finite"
+                )));
             }
         }
         for (what, a) in [("terminated", &s.terminated), ("truncated", &s.truncated)] {
@@ -492,7 +603,10 @@ impl ReplayCore {
                 )));
             }
             if m.dtype != DType::Bool {
-                return Err(CoreError::dtype(format!("mask: expected bool, got {}", m.dtype.name())));
+                return Err(CoreError::dtype(format!(
+                    "mask: expected bool, got {}",
+                    m.dtype.name()
+                )));
             }
         }
         let check = |what: &str, a: &Array<'_>, col: &Column| -> Result<()> {
@@ -526,7 +640,10 @@ impl ReplayCore {
         check("act", &s.act, &self.step_cols[0])?;
         let extras = &self.step_cols[1..];
         if s.extras.len() != extras.len()
-            || extras.iter().zip(s.extras.iter()).any(|(c, (nm, _))| c.spec.name != *nm)
+            || extras
+                .iter()
+                .zip(s.extras.iter())
+                .any(|(c, (nm, _))| c.spec.name != *nm)
         {
             return Err(CoreError::usage(format!(
                 "extra columns must be exactly {:?} (declared at the first add or by from_spaces), \
@@ -545,7 +662,10 @@ impl ReplayCore {
     fn obs_keys_error(&self, what: &str, given: &[(&str, Array<'_>)]) -> CoreError {
         CoreError::shape(format!(
             "{what}: expected observation columns {:?}, got {:?}",
-            self.obs_cols.iter().map(|c| c.spec.name.as_str()).collect::<Vec<_>>(),
+            self.obs_cols
+                .iter()
+                .map(|c| c.spec.name.as_str())
+                .collect::<Vec<_>>(),
             given.iter().map(|(n, _)| *n).collect::<Vec<_>>()
         ))
     }
@@ -567,7 +687,10 @@ impl ReplayCore {
                 return Err(e);
             }
         };
-        let mut out = AddOutcome { rows: Vec::with_capacity(n), done: Vec::new() };
+        let mut out = AddOutcome {
+            rows: Vec::with_capacity(n),
+            done: Vec::new(),
+        };
         for e in 0..n {
             if let Some(m) = &s.mask {
                 if m.data[e] == 0 {
@@ -588,7 +711,9 @@ impl ReplayCore {
     /// dataset of whole episodes. Equivalent to T single-env `add` calls. Needs `num_envs == 1`.
     pub fn extend(&mut self, s: &Steps<'_>) -> Result<AddOutcome> {
         if self.num_envs != 1 {
-            return Err(CoreError::usage("extend (from_arrays) needs a buffer with num_envs=1"));
+            return Err(CoreError::usage(
+                "extend (from_arrays) needs a buffer with num_envs=1",
+            ));
         }
         if s.rew.ndim() != 1 {
             return Err(CoreError::shape(format!(
@@ -609,7 +734,10 @@ impl ReplayCore {
                 return Err(e);
             }
         };
-        let mut out = AddOutcome { rows: Vec::with_capacity(t_len), done: Vec::new() };
+        let mut out = AddOutcome {
+            rows: Vec::with_capacity(t_len),
+            done: Vec::new(),
+        };
         for i in 0..t_len {
             if let Some(m) = &s.mask {
                 if m.data[i] == 0 {
@@ -629,8 +757,16 @@ impl ReplayCore {
     fn forget_schema(&mut self) {
         self.obs_cols.clear();
         self.step_cols.clear();
+        self.rec = HEADER;
+        self.data = Vec::new().into_boxed_slice();
         self.her_cols = None;
         self.obs_is_dict = false;
+    }
+
+    /// The env owning physical row p.
+    #[inline]
+    pub(crate) fn env_of(&self, p: usize) -> usize {
+        self.seg_div.div(p as u64) as usize
     }
 
     #[inline]
@@ -642,34 +778,49 @@ impl ReplayCore {
     fn claim_row(&mut self, e: usize) -> (u64, usize) {
         let abs = self.envs[e].head;
         let p = self.phys(e, abs);
-        if abs >= self.seg as u64 && self.flags[p] & F_TRANSITION != 0 {
+        if abs >= self.seg as u64 && self.flag(p) & F_TRANSITION != 0 {
             self.envs[e].n_trans -= 1;
             if let Some(per) = self.per.as_mut() {
                 per.tree.set(p, 0.0);
             }
         }
-        self.flags[p] = 0;
-        self.term[p] = 0;
-        self.trunc[p] = 0;
+        let o = p * self.rec;
+        self.bytes_mut()[o..o + 4].fill(0);
         self.envs[e].head = abs + 1;
         (abs, p)
     }
 
     fn write_obs(&mut self, p: usize, given: &[(&str, Array<'_>)], i: usize) {
-        for (col, (_, a)) in self.obs_cols.iter_mut().zip(given.iter()) {
+        let rec = self.rec;
+        // SAFETY: u64 words viewed as bytes; `obs_cols` is not touched through this slice.
+        let data = unsafe {
+            std::slice::from_raw_parts_mut(self.data.as_mut_ptr() as *mut u8, self.data.len() * 8)
+        };
+        for (col, (_, a)) in self.obs_cols.iter().zip(given.iter()) {
             let rb = a.row_bytes(a.ndim() - col.spec.shape.len());
             let src = &a.data[i * rb..(i + 1) * rb];
-            let ib = col.item_bytes;
-            cast_into(src, a.dtype, &mut col.data[p * ib..(p + 1) * ib], col.spec.dtype);
+            let o = p * rec + col.offset;
+            cast_into(
+                src,
+                a.dtype,
+                &mut data[o..o + col.item_bytes],
+                col.spec.dtype,
+            );
         }
     }
 
     /// Whether the given observation (row i) is byte-equal to the one stored at row p.
     fn obs_equal(&mut self, p: usize, given: &[(&str, Array<'_>)], i: usize) -> bool {
+        let rec = self.rec;
+        // SAFETY: u64 words viewed as bytes (read-only).
+        let data = unsafe {
+            std::slice::from_raw_parts(self.data.as_ptr() as *const u8, self.data.len() * 8)
+        };
         for (col, (_, a)) in self.obs_cols.iter().zip(given.iter()) {
             let rb = a.row_bytes(a.ndim() - col.spec.shape.len());
             let src = &a.data[i * rb..(i + 1) * rb];
-            let stored = col.row(p);
+            let o = p * rec + col.offset;
+            let stored = &data[o..o + col.item_bytes];
             if a.dtype == col.spec.dtype {
                 if src != stored {
                     return false;
@@ -693,8 +844,8 @@ impl ReplayCore {
             let pc = self.phys(e, cur);
             if !self.obs_equal(pc, s.obs, i) {
                 let last = self.phys(e, cur - 1);
-                self.flags[last] |= F_CUT;
-                self.flags[pc] |= F_TERMINAL;
+                self.or_flag(last, F_CUT);
+                self.or_flag(pc, F_TERMINAL);
                 let ep = self.envs[e].next_ep - 1;
                 let rec = self.rec(e, ep);
                 self.ep_end[rec] = cur;
@@ -710,8 +861,8 @@ impl ReplayCore {
             st.open = true;
             st.ep_return = 0.0;
             st.ep_len = 0;
-            self.flags[p] = F_EP_START;
-            self.ep_id[p] = ep;
+            self.set_flag(p, F_EP_START);
+            self.set_u64(p, OFF_EP_ID, ep);
             let rec = self.rec(e, ep);
             self.ep_start[rec] = abs;
             self.ep_end[rec] = OPEN;
@@ -719,20 +870,36 @@ impl ReplayCore {
         // transition fields at the open row
         let cur = self.envs[e].head - 1;
         let p = self.phys(e, cur);
-        for (k, col) in self.step_cols.iter_mut().enumerate() {
-            let a = if k == 0 { &s.act } else { &s.extras[k - 1].1 };
-            let rb = a.row_bytes(a.ndim() - col.spec.shape.len());
-            let src = &a.data[i * rb..(i + 1) * rb];
-            let ib = col.item_bytes;
-            cast_into(src, a.dtype, &mut col.data[p * ib..(p + 1) * ib], col.spec.dtype);
-        }
+        let rec = self.rec;
         let r = read_f64(s.rew.dtype, s.rew.data, i);
         let term = read_flag(s.terminated.dtype, s.terminated.data, i);
         let trunc = read_flag(s.truncated.dtype, s.truncated.data, i);
-        self.rew[p] = r as f32;
-        self.term[p] = term as u8;
-        self.trunc[p] = trunc as u8;
-        self.flags[p] |= F_TRANSITION;
+        {
+            // SAFETY: u64 words viewed as bytes; `step_cols` is not touched through this slice.
+            let data = unsafe {
+                std::slice::from_raw_parts_mut(
+                    self.data.as_mut_ptr() as *mut u8,
+                    self.data.len() * 8,
+                )
+            };
+            for (k, col) in self.step_cols.iter().enumerate() {
+                let a = if k == 0 { &s.act } else { &s.extras[k - 1].1 };
+                let rb = a.row_bytes(a.ndim() - col.spec.shape.len());
+                let src = &a.data[i * rb..(i + 1) * rb];
+                let o = p * rec + col.offset;
+                cast_into(
+                    src,
+                    a.dtype,
+                    &mut data[o..o + col.item_bytes],
+                    col.spec.dtype,
+                );
+            }
+            let o = p * rec;
+            data[o + OFF_FLAGS] |= F_TRANSITION;
+            data[o + OFF_TERM] = term as u8;
+            data[o + OFF_TRUNC] = trunc as u8;
+            data[o + OFF_REW..o + OFF_REW + 4].copy_from_slice(&(r as f32).to_ne_bytes());
+        }
         self.envs[e].n_trans += 1;
         if let Some(per) = self.per.as_mut() {
             per.tree.set(p, per.max_p);
@@ -741,14 +908,18 @@ impl ReplayCore {
         let (nabs, np) = self.claim_row(e);
         self.write_obs(np, s.obs_next, i);
         let ep = self.envs[e].next_ep - 1;
-        self.ep_id[np] = ep;
+        self.set_u64(np, OFF_EP_ID, ep);
         let st = &mut self.envs[e];
         st.ep_return += r as f32 as f64;
         st.ep_len += 1;
         if term || trunc {
-            let done = EpisodeDone { env: e, ret: st.ep_return, len: st.ep_len };
+            let done = EpisodeDone {
+                env: e,
+                ret: st.ep_return,
+                len: st.ep_len,
+            };
             st.open = false;
-            self.flags[np] = F_TERMINAL;
+            self.set_flag(np, F_TERMINAL);
             let rec = self.rec(e, ep);
             self.ep_end[rec] = nabs;
             (p, Some(done))
@@ -767,15 +938,91 @@ impl ReplayCore {
         for s in &mut self.envs {
             *s = EnvState::default();
         }
-        self.flags.fill(0);
-        self.term.fill(0);
-        self.trunc.fill(0);
+        for p in 0..if self.has_schema() { self.rows } else { 0 } {
+            let o = p * self.rec;
+            self.bytes_mut()[o..o + 4].fill(0);
+        }
         self.ep_end.fill(OPEN);
         if let Some(per) = self.per.as_mut() {
             per.tree = SumTree::new(self.rows);
             per.max_p = 1.0;
         }
     }
+}
+
+/// Division by a fixed divisor d via one 128-bit multiply (Lemire, Kaser & Kurz 2019, "Faster
+/// Remainder by Direct Computation"): exact for numerators and divisors below 2^32.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FastDiv {
+    m: u64,
+    d: u64,
+}
+
+impl FastDiv {
+    pub(crate) fn new(d: u64) -> Self {
+        FastDiv {
+            m: u64::MAX / d.max(1) + 1,
+            d,
+        }
+    }
+    #[inline]
+    pub(crate) fn div(&self, n: u64) -> u64 {
+        if n >> 32 != 0 || self.d >> 32 != 0 {
+            return n / self.d;
+        }
+        ((n as u128 * self.m as u128) >> 64) as u64
+    }
+}
+
+/// Copy a short byte row without a call into libc's memmove (rows are usually < 256 bytes):
+/// two overlapping fixed-size moves cover any length between the block size and twice it.
+#[inline(always)]
+pub(crate) fn copy_row(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    debug_assert_eq!(n, dst.len());
+    macro_rules! two {
+        ($k:expr) => {{
+            // SAFETY: n >= $k, so both $k-byte windows [0, $k) and [n - $k, n) are in bounds.
+            unsafe {
+                let a = std::ptr::read_unaligned(src.as_ptr() as *const [u8; $k]);
+                let b = std::ptr::read_unaligned(src.as_ptr().add(n - $k) as *const [u8; $k]);
+                std::ptr::write_unaligned(dst.as_mut_ptr() as *mut [u8; $k], a);
+                std::ptr::write_unaligned(dst.as_mut_ptr().add(n - $k) as *mut [u8; $k], b);
+            }
+        }};
+    }
+    match n {
+        0 => {}
+        1..=3 => dst.copy_from_slice(src),
+        4..=8 => two!(4),
+        9..=16 => two!(8),
+        17..=32 => two!(16),
+        33..=64 => two!(32),
+        65..=128 => two!(64),
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// Ask the kernel to back large storage with transparent huge pages: sampling touches random
+/// rows, and with 4 KiB pages nearly every sample of a large buffer misses the TLB.
+fn advise_huge_pages(data: &[u64]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = std::mem::size_of_val(data);
+        if bytes < 2 * HUGE {
+            return;
+        }
+        let start = data.as_ptr() as usize;
+        let aligned = start.div_ceil(HUGE) * HUGE;
+        let len = (start + bytes - aligned) / HUGE * HUGE;
+        // SAFETY: madvise on a range inside our own allocation only changes paging hints.
+        unsafe {
+            libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = data;
 }
 
 /// The dtype a column gets when inferred from data: bool is stored as uint8.
@@ -802,6 +1049,8 @@ pub(crate) fn check_beta(beta: f64) -> Result<()> {
     if beta.is_finite() && beta >= 0.0 {
         Ok(())
     } else {
-        Err(CoreError::value(format!("beta must be a finite number >= 0, got {beta}")))
+        Err(CoreError::value(format!(
+            "beta must be a finite number >= 0, got {beta}"
+        )))
     }
 }

@@ -153,7 +153,11 @@ mod tests {
         for k in 0..10_000 {
             let u = t.total() * (k as f64 + r.uniform()) / 10_000.0;
             let leaf = t.find(u);
-            assert!(leaf < n && t.get(leaf) > 0.0, "leaf {leaf} has priority {}", t.get(leaf));
+            assert!(
+                leaf < n && t.get(leaf) > 0.0,
+                "leaf {leaf} has priority {}",
+                t.get(leaf)
+            );
         }
     }
 

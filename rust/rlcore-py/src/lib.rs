@@ -7,7 +7,9 @@ use std::hash::{BuildHasher, Hasher};
 
 use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
 use numpy::{dtype, PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyException, PyIndexError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyException, PyIndexError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple, PyType};
@@ -41,19 +43,50 @@ fn make_errors(py: Python<'_>) -> PyResult<Vec<Py<PyType>>> {
         Ok(d)
     };
     let base = type_fn
-        .call1(("RlcoreError", (py.get_type::<PyException>(),), ns("Base class of every rlcore error.")?))?
+        .call1((
+            "RlcoreError",
+            (py.get_type::<PyException>(),),
+            ns("Base class of every rlcore error.")?,
+        ))?
         .cast_into::<PyType>()?;
     let leaf = |name: &str, builtin: Bound<'_, PyType>, doc: &str| -> PyResult<Py<PyType>> {
-        Ok(type_fn.call1((name, (base.clone(), builtin), ns(doc)?))?.cast_into::<PyType>()?.unbind())
+        Ok(type_fn
+            .call1((name, (base.clone(), builtin), ns(doc)?))?
+            .cast_into::<PyType>()?
+            .unbind())
     };
     Ok(vec![
         base.clone().unbind(),
-        leaf("ShapeError", py.get_type::<PyValueError>(), "An array has the wrong shape.")?,
-        leaf("DTypeError", py.get_type::<PyTypeError>(), "A dtype cannot be stored without loss.")?,
-        leaf("InvalidValueError", py.get_type::<PyValueError>(), "An argument is out of range.")?,
-        leaf("EmptyBufferError", py.get_type::<PyIndexError>(), "The buffer holds no transition.")?,
-        leaf("ApiUsageError", py.get_type::<PyRuntimeError>(), "A call not allowed in this state.")?,
-        leaf("SaveFileError", py.get_type::<PyOSError>(), "A save is missing, incomplete or corrupt.")?,
+        leaf(
+            "ShapeError",
+            py.get_type::<PyValueError>(),
+            "An array has the wrong shape.",
+        )?,
+        leaf(
+            "DTypeError",
+            py.get_type::<PyTypeError>(),
+            "A dtype cannot be stored without loss.",
+        )?,
+        leaf(
+            "InvalidValueError",
+            py.get_type::<PyValueError>(),
+            "An argument is out of range.",
+        )?,
+        leaf(
+            "EmptyBufferError",
+            py.get_type::<PyIndexError>(),
+            "The buffer holds no transition.",
+        )?,
+        leaf(
+            "ApiUsageError",
+            py.get_type::<PyRuntimeError>(),
+            "A call not allowed in this state.",
+        )?,
+        leaf(
+            "SaveFileError",
+            py.get_type::<PyOSError>(),
+            "A save is missing, incomplete or corrupt.",
+        )?,
     ])
 }
 
@@ -98,7 +131,9 @@ impl<T> OrPy<T> for Result<T, CoreError> {
 static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 fn numpy_mod(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    Ok(NUMPY.get_or_try_init(py, || py.import("numpy").map(|m| m.unbind()))?.bind(py))
+    Ok(NUMPY
+        .get_or_try_init(py, || py.import("numpy").map(|m| m.unbind()))?
+        .bind(py))
 }
 
 /// An input converted to C-contiguous native-endian bytes (borrowed from the array when possible).
@@ -114,10 +149,19 @@ impl In<'_> {
             Some(a) => {
                 let n: usize = a.shape().iter().product::<usize>() * self.dtype.size();
                 // SAFETY: `a` is a C-contiguous array of `n` bytes kept alive by `self`.
-                let data = unsafe { std::slice::from_raw_parts((*a.as_array_ptr()).data as *const u8, n) };
-                Array { dtype: self.dtype, shape: a.shape(), data }
+                let data =
+                    unsafe { std::slice::from_raw_parts((*a.as_array_ptr()).data as *const u8, n) };
+                Array {
+                    dtype: self.dtype,
+                    shape: a.shape(),
+                    data,
+                }
             }
-            None => Array { dtype: self.dtype, shape: &[], data: &self.scalar[..self.dtype.size()] },
+            None => Array {
+                dtype: self.dtype,
+                shape: &[],
+                data: &self.scalar[..self.dtype.size()],
+            },
         }
     }
 }
@@ -130,45 +174,84 @@ fn to_in<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<In<'py>> {
             return Err(py_err(
                 py,
                 2,
-                format!("{what}: dtype {} is not supported; use bool, integer or float arrays", d),
+                format!(
+                    "{what}: dtype {} is not supported; use bool, integer or float arrays",
+                    d
+                ),
             ));
         };
         if a.is_c_contiguous() && d.is_native_byteorder() != Some(false) {
-            return Ok(In { arr: Some(a.clone()), scalar: [0; 8], dtype: dt });
+            return Ok(In {
+                arr: Some(a.clone()),
+                scalar: [0; 8],
+                dtype: dt,
+            });
         }
         let native = d.call_method1("newbyteorder", ("=",))?;
         let c = numpy_mod(py)?.call_method1("ascontiguousarray", (a, native))?;
         let c = c.cast_into::<PyUntypedArray>()?;
-        return Ok(In { arr: Some(c), scalar: [0; 8], dtype: dt });
+        return Ok(In {
+            arr: Some(c),
+            scalar: [0; 8],
+            dtype: dt,
+        });
     }
     let mut scalar = [0u8; 8];
     if let Ok(b) = obj.cast_exact::<PyBool>() {
         scalar[0] = b.is_true() as u8;
-        return Ok(In { arr: None, scalar, dtype: DType::Bool });
+        return Ok(In {
+            arr: None,
+            scalar,
+            dtype: DType::Bool,
+        });
     }
     if let Ok(f) = obj.cast_exact::<PyFloat>() {
         scalar.copy_from_slice(&f.value().to_ne_bytes());
-        return Ok(In { arr: None, scalar, dtype: DType::F64 });
+        return Ok(In {
+            arr: None,
+            scalar,
+            dtype: DType::F64,
+        });
     }
     if obj.cast_exact::<PyInt>().is_ok() {
         let v: i64 = obj
             .extract()
             .map_err(|_| py_err(py, 3, format!("{what}: integer does not fit in int64")))?;
         scalar.copy_from_slice(&v.to_ne_bytes());
-        return Ok(In { arr: None, scalar, dtype: DType::I64 });
+        return Ok(In {
+            arr: None,
+            scalar,
+            dtype: DType::I64,
+        });
     }
     // numpy scalars, lists, tensors with __array__: let numpy convert
-    let a = numpy_mod(py)?.call_method1("asarray", (obj,)).map_err(|e| {
-        py_err(py, 2, format!("{what}: cannot convert {} to an array ({e})", type_name(obj)))
-    })?;
+    let a = numpy_mod(py)?
+        .call_method1("asarray", (obj,))
+        .map_err(|e| {
+            py_err(
+                py,
+                2,
+                format!(
+                    "{what}: cannot convert {} to an array ({e})",
+                    type_name(obj)
+                ),
+            )
+        })?;
     if a.cast::<PyUntypedArray>().is_err() {
-        return Err(py_err(py, 2, format!("{what}: cannot convert {} to an array", type_name(obj))));
+        return Err(py_err(
+            py,
+            2,
+            format!("{what}: cannot convert {} to an array", type_name(obj)),
+        ));
     }
     to_in(&a, what)
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 fn names_in<'py>(
@@ -181,15 +264,26 @@ fn names_in<'py>(
     if let Ok(d) = obj.cast::<PyDict>() {
         if core.has_schema() {
             if !core.obs_is_dict() {
-                return Err(py_err(py, 1, format!("{what}: expected an array, got a dict")));
+                return Err(py_err(
+                    py,
+                    1,
+                    format!("{what}: expected an array, got a dict"),
+                ));
             }
             let mut v = Vec::with_capacity(cols.len());
             for c in cols {
                 let key = &c.spec.name[4..];
                 let item = d.get_item(key)?.ok_or_else(|| {
-                    py_err(py, 1, format!("{what}: the observation dict has no key '{key}'"))
+                    py_err(
+                        py,
+                        1,
+                        format!("{what}: the observation dict has no key '{key}'"),
+                    )
                 })?;
-                v.push((c.spec.name.clone(), to_in(&item, &format!("{what}['{key}']"))?));
+                v.push((
+                    c.spec.name.clone(),
+                    to_in(&item, &format!("{what}['{key}']"))?,
+                ));
             }
             if d.len() != cols.len() {
                 return Err(py_err(
@@ -206,8 +300,13 @@ fn names_in<'py>(
         }
         let mut v = Vec::with_capacity(d.len());
         for (k, item) in d.iter() {
-            let key: String = k.extract().map_err(|_| py_err(py, 1, format!("{what}: dict keys must be str")))?;
-            v.push((format!("obs.{key}"), to_in(&item, &format!("{what}['{key}']"))?));
+            let key: String = k
+                .extract()
+                .map_err(|_| py_err(py, 1, format!("{what}: dict keys must be str")))?;
+            v.push((
+                format!("obs.{key}"),
+                to_in(&item, &format!("{what}['{key}']"))?,
+            ));
         }
         if v.is_empty() {
             return Err(py_err(py, 1, format!("{what}: empty observation dict")));
@@ -228,7 +327,10 @@ fn names_in<'py>(
     Ok(vec![("obs".to_string(), to_in(obj, what)?)])
 }
 
-fn extras_in<'py>(core: &ReplayCore, kw: Option<&Bound<'py, PyDict>>) -> PyResult<Vec<(String, In<'py>)>> {
+fn extras_in<'py>(
+    core: &ReplayCore,
+    kw: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Vec<(String, In<'py>)>> {
     let Some(kw) = kw else { return Ok(Vec::new()) };
     let mut v = Vec::with_capacity(kw.len());
     if core.has_schema() {
@@ -281,7 +383,29 @@ unsafe fn new_array<'py>(
     dims: &[usize],
     data: Option<(*const u8, &Bound<'py, PyAny>)>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
+    new_strided(py, dt, dims, None, data)
+}
+
+/// As `new_array`, with byte strides (`None`: C-contiguous).
+///
+/// # Safety
+/// As `new_array`; with strides, every addressed element must lie inside the memory.
+unsafe fn new_strided<'py>(
+    py: Python<'py>,
+    dt: DType,
+    dims: &[usize],
+    strides: Option<&[usize]>,
+    data: Option<(*const u8, &Bound<'py, PyAny>)>,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
     let mut d: Vec<npy_intp> = dims.iter().map(|&x| x as npy_intp).collect();
+    let mut st: Vec<npy_intp> = strides
+        .map(|s| s.iter().map(|&x| x as npy_intp).collect())
+        .unwrap_or_default();
+    let st_ptr = if strides.is_some() {
+        st.as_mut_ptr()
+    } else {
+        std::ptr::null_mut()
+    };
     let (ptr, flags) = match data {
         Some((p, _)) => (p as *mut std::ffi::c_void, npyffi::NPY_ARRAY_CARRAY_RO),
         None => (std::ptr::null_mut(), 0),
@@ -292,7 +416,7 @@ unsafe fn new_array<'py>(
         descr(py, dt).into_dtype_ptr(),
         d.len() as std::ffi::c_int,
         d.as_mut_ptr(),
-        std::ptr::null_mut(),
+        st_ptr,
         ptr,
         flags,
         std::ptr::null_mut(),
@@ -301,7 +425,11 @@ unsafe fn new_array<'py>(
         return Err(PyErr::fetch(py));
     }
     if let Some((_, base)) = data {
-        PY_ARRAY_API.PyArray_SetBaseObject(py, raw as *mut npyffi::PyArrayObject, base.clone().into_ptr());
+        PY_ARRAY_API.PyArray_SetBaseObject(
+            py,
+            raw as *mut npyffi::PyArrayObject,
+            base.clone().into_ptr(),
+        );
     }
     Ok(Bound::from_owned_ptr(py, raw).cast_into_unchecked())
 }
@@ -332,21 +460,37 @@ fn check_out_array<'py>(
     dt: DType,
     dims: &[usize],
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let a = obj
-        .cast::<PyUntypedArray>()
-        .map_err(|_| py_err(py, 2, format!("out.{what}: expected a numpy array, got {}", type_name(obj))))?;
+    let a = obj.cast::<PyUntypedArray>().map_err(|_| {
+        py_err(
+            py,
+            2,
+            format!("out.{what}: expected a numpy array, got {}", type_name(obj)),
+        )
+    })?;
     let d = a.dtype();
     let got = DType::from_kind(d.kind(), d.itemsize());
     if got != Some(dt) || d.is_native_byteorder() == Some(false) {
-        return Err(py_err(py, 2, format!("out.{what}: expected dtype {}, got {}", dt.name(), d)));
+        return Err(py_err(
+            py,
+            2,
+            format!("out.{what}: expected dtype {}, got {}", dt.name(), d),
+        ));
     }
     if a.shape() != dims {
-        return Err(py_err(py, 1, format!("out.{what}: expected shape {dims:?}, got {:?}", a.shape())));
+        return Err(py_err(
+            py,
+            1,
+            format!("out.{what}: expected shape {dims:?}, got {:?}", a.shape()),
+        ));
     }
     // SAFETY: reading the flags of a live array object.
     let flags = unsafe { (*a.as_array_ptr()).flags };
     if flags & npyffi::NPY_ARRAY_C_CONTIGUOUS == 0 || flags & npyffi::NPY_ARRAY_WRITEABLE == 0 {
-        return Err(py_err(py, 5, format!("out.{what}: the array must be C-contiguous and writable")));
+        return Err(py_err(
+            py,
+            5,
+            format!("out.{what}: the array must be C-contiguous and writable"),
+        ));
     }
     Ok(a.clone())
 }
@@ -407,17 +551,35 @@ fn idx_vec(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i
     let i = to_in(obj, what)?;
     let a = i.array();
     if a.shape.len() > 1 {
-        return Err(py_err(py, 1, format!("{what}: expected a 1-d index array, got shape {:?}", a.shape)));
+        return Err(py_err(
+            py,
+            1,
+            format!(
+                "{what}: expected a 1-d index array, got shape {:?}",
+                a.shape
+            ),
+        ));
     }
     let n = a.shape.first().copied().unwrap_or(1);
     let s = a.dtype.size();
     match a.dtype {
-        DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
-            Ok((0..n).map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k) as i64).collect())
-        }
+        DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => Ok((0..n)
+            .map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k) as i64)
+            .collect()),
         _ => {
             let _ = s;
-            Err(py_err(py, 2, format!("{what}: indices must be integers, got {}", a.dtype.name())))
+            Err(py_err(
+                py,
+                2,
+                format!("{what}: indices must be integers, got {}", a.dtype.name()),
+            ))
         }
     }
 }
@@ -427,7 +589,11 @@ fn parse_strategy(py: Python<'_>, s: &str) -> PyResult<GoalStrategy> {
         "future" => Ok(GoalStrategy::Future),
         "final" => Ok(GoalStrategy::Final),
         "episode" => Ok(GoalStrategy::Episode),
-        _ => Err(py_err(py, 3, format!("strategy must be 'future', 'final' or 'episode', got '{s}'"))),
+        _ => Err(py_err(
+            py,
+            3,
+            format!("strategy must be 'future', 'final' or 'episode', got '{s}'"),
+        )),
     }
 }
 
@@ -438,11 +604,14 @@ fn os_seed() -> u64 {
 }
 
 fn spec_tuple<'py>(py: Python<'py>, c: &ColumnSpec) -> PyResult<Bound<'py, PyTuple>> {
-    PyTuple::new(py, [
-        c.name.clone().into_pyobject(py)?.into_any(),
-        c.dtype.name().into_pyobject(py)?.into_any(),
-        PyTuple::new(py, c.shape.iter())?.into_any(),
-    ])
+    PyTuple::new(
+        py,
+        [
+            c.name.clone().into_pyobject(py)?.into_any(),
+            c.dtype.name().into_pyobject(py)?.into_any(),
+            PyTuple::new(py, c.shape.iter())?.into_any(),
+        ],
+    )
 }
 
 fn parse_specs(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnSpec>> {
@@ -479,13 +648,25 @@ impl RawBuffer {
         desired_goal_key: &str,
     ) -> PyResult<Self> {
         if capacity < 1 {
-            return Err(py_err(py, 3, format!("capacity must be >= 1, got {capacity}")));
+            return Err(py_err(
+                py,
+                3,
+                format!("capacity must be >= 1, got {capacity}"),
+            ));
         }
         if num_envs < 1 {
-            return Err(py_err(py, 3, format!("num_envs must be >= 1, got {num_envs}")));
+            return Err(py_err(
+                py,
+                3,
+                format!("num_envs must be >= 1, got {num_envs}"),
+            ));
         }
-        let mut core =
-            ReplayCore::new(capacity as usize, num_envs as usize, seed.unwrap_or_else(os_seed)).or_py(py)?;
+        let mut core = ReplayCore::new(
+            capacity as usize,
+            num_envs as usize,
+            seed.unwrap_or_else(os_seed),
+        )
+        .or_py(py)?;
         if prioritized {
             core.enable_per(alpha, beta, eps).or_py(py)?;
         }
@@ -517,7 +698,9 @@ impl RawBuffer {
         mask: Option<&Bound<'py, PyAny>>,
         extras: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<AddResult> {
-        let out = self.write(py, obs, act, rew, terminated, truncated, obs_next, mask, extras, false)?;
+        let out = self.write(
+            py, obs, act, rew, terminated, truncated, obs_next, mask, extras, false,
+        )?;
         Ok(AddResult { out })
     }
 
@@ -536,7 +719,9 @@ impl RawBuffer {
         mask: Option<&Bound<'py, PyAny>>,
         extras: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<AddResult> {
-        let out = self.write(py, obs, act, rew, terminated, truncated, obs_next, mask, extras, true)?;
+        let out = self.write(
+            py, obs, act, rew, terminated, truncated, obs_next, mask, extras, true,
+        )?;
         Ok(AddResult { out })
     }
 
@@ -552,17 +737,30 @@ impl RawBuffer {
         compute_reward: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         if batch_size < 1 {
-            return Err(py_err(py, 3, format!("batch_size must be >= 1, got {batch_size}")));
+            return Err(py_err(
+                py,
+                3,
+                format!("batch_size must be >= 1, got {batch_size}"),
+            ));
         }
         if n_step < 1 {
             return Err(py_err(py, 3, format!("n_step must be >= 1, got {n_step}")));
         }
         if !(0.0..=1.0).contains(&gamma) {
-            return Err(py_err(py, 3, format!("gamma must be in [0, 1], got {gamma}")));
+            return Err(py_err(
+                py,
+                3,
+                format!("gamma must be in [0, 1], got {gamma}"),
+            ));
         }
         let core = &mut self.core;
         if core.is_empty() {
-            return Err(to_py(py, CoreError::empty("cannot sample: the buffer holds no transition yet; add some steps first")));
+            return Err(to_py(
+                py,
+                CoreError::empty(
+                    "cannot sample: the buffer holds no transition yet; add some steps first",
+                ),
+            ));
         }
         let b = batch_size as usize;
         let (obs_specs, step_specs) = (core.obs_columns(), core.step_columns());
@@ -592,7 +790,11 @@ impl RawBuffer {
                 trunc_a = fresh(py, DType::Bool, &[b])?;
                 disc_a = fresh(py, DType::F32, &[b])?;
                 idx_a = fresh(py, DType::I64, &[b])?;
-                w_a = if per { Some(fresh(py, DType::F32, &[b])?) } else { None };
+                w_a = if per {
+                    Some(fresh(py, DType::F32, &[b])?)
+                } else {
+                    None
+                };
             }
             Some(o) => {
                 let get = |name: &str| o.getattr(name);
@@ -606,13 +808,29 @@ impl RawBuffer {
                         } else {
                             (f.clone(), field.to_string())
                         };
-                        dst.push(check_out_array(py, &item, &what, c.spec.dtype, &dims(&c.spec.shape))?);
+                        dst.push(check_out_array(
+                            py,
+                            &item,
+                            &what,
+                            c.spec.dtype,
+                            &dims(&c.spec.shape),
+                        )?);
                     }
                 }
                 let extras = get("extras")?;
                 for (k, c) in step_specs.iter().enumerate() {
-                    let item = if k == 0 { get("act")? } else { extras.get_item(&c.spec.name)? };
-                    step_a.push(check_out_array(py, &item, &c.spec.name, c.spec.dtype, &dims(&c.spec.shape))?);
+                    let item = if k == 0 {
+                        get("act")?
+                    } else {
+                        extras.get_item(&c.spec.name)?
+                    };
+                    step_a.push(check_out_array(
+                        py,
+                        &item,
+                        &c.spec.name,
+                        c.spec.dtype,
+                        &dims(&c.spec.shape),
+                    )?);
                 }
                 rew_a = check_out_array(py, &get("rew")?, "rew", DType::F32, &[b])?;
                 term_a = check_out_array(py, &get("terminated")?, "terminated", DType::Bool, &[b])?;
@@ -620,7 +838,13 @@ impl RawBuffer {
                 disc_a = check_out_array(py, &get("discount")?, "discount", DType::F32, &[b])?;
                 idx_a = check_out_array(py, &get("indices")?, "indices", DType::I64, &[b])?;
                 w_a = if per {
-                    Some(check_out_array(py, &get("weights")?, "weights", DType::F32, &[b])?)
+                    Some(check_out_array(
+                        py,
+                        &get("weights")?,
+                        "weights",
+                        DType::F32,
+                        &[b],
+                    )?)
                 } else {
                     None
                 };
@@ -649,11 +873,20 @@ impl RawBuffer {
             weights: w_a.as_ref().map(cast_f32),
         };
         let n = n_step as usize;
-        match (core.her().map(|h| h.distance_threshold.is_none()), compute_reward) {
+        match (
+            core.her().map(|h| h.distance_threshold.is_none()),
+            compute_reward,
+        ) {
             (Some(true), Some(f)) => {
                 let goal = &obs_specs[obs_specs
                     .iter()
-                    .position(|c| c.spec.name == format!("obs.{}", core.her().map(|h| h.achieved_goal.as_str()).unwrap_or("")))
+                    .position(|c| {
+                        c.spec.name
+                            == format!(
+                                "obs.{}",
+                                core.her().map(|h| h.achieved_goal.as_str()).unwrap_or("")
+                            )
+                    })
                     .unwrap_or(0)]
                 .spec;
                 let (gdt, gshape) = (goal.dtype, goal.shape.clone());
@@ -676,7 +909,8 @@ impl RawBuffer {
             }
             _ => {
                 if b * row_bytes > DETACH_BYTES {
-                    py.detach(|| core.sample(b, n, gamma, &mut bo, None)).or_py(py)?;
+                    py.detach(|| core.sample(b, n, gamma, &mut bo, None))
+                        .or_py(py)?;
                 } else {
                     core.sample(b, n, gamma, &mut bo, None).or_py(py)?;
                 }
@@ -691,14 +925,20 @@ impl RawBuffer {
                 }
                 Ok(d.into_any())
             } else {
-                Ok(v.into_iter().next().map(|a| a.into_any()).unwrap_or_else(|| py.None().into_bound(py)))
+                Ok(v.into_iter()
+                    .next()
+                    .map(|a| a.into_any())
+                    .unwrap_or_else(|| py.None().into_bound(py)))
             }
         };
         let obs_o = wrap(obs_a)?;
         let obs_next_o = wrap(obs_next_a)?;
         let extras = PyDict::new(py);
         let mut it = step_a.into_iter();
-        let act_o = it.next().map(|a| a.into_any()).unwrap_or_else(|| py.None().into_bound(py));
+        let act_o = it
+            .next()
+            .map(|a| a.into_any())
+            .unwrap_or_else(|| py.None().into_bound(py));
         for (c, a) in core.step_columns()[1..].iter().zip(it) {
             extras.set_item(&c.spec.name, a)?;
         }
@@ -706,18 +946,21 @@ impl RawBuffer {
             Some(a) => a.into_any(),
             None => py.None().into_bound(py),
         };
-        PyTuple::new(py, [
-            obs_o,
-            act_o,
-            rew_a.into_any(),
-            obs_next_o,
-            term_a.into_any(),
-            trunc_a.into_any(),
-            disc_a.into_any(),
-            idx_a.into_any(),
-            w_o,
-            extras.into_any(),
-        ])
+        PyTuple::new(
+            py,
+            [
+                obs_o,
+                act_o,
+                rew_a.into_any(),
+                obs_next_o,
+                term_a.into_any(),
+                trunc_a.into_any(),
+                disc_a.into_any(),
+                idx_a.into_any(),
+                w_o,
+                extras.into_any(),
+            ],
+        )
     }
 
     fn __len__(&self) -> usize {
@@ -767,48 +1010,97 @@ impl RawBuffer {
                 GoalStrategy::Final => "final",
                 GoalStrategy::Episode => "episode",
             };
-            (s.to_string(), h.future_k, h.distance_threshold, h.achieved_goal.clone(), h.desired_goal.clone())
+            (
+                s.to_string(),
+                h.future_k,
+                h.distance_threshold,
+                h.achieved_goal.clone(),
+                h.desired_goal.clone(),
+            )
         })
     }
 
     /// Set `(p + eps) ** alpha` as priorities of `indices`; returns how many were skipped
     /// because their row no longer holds a transition.
-    fn update_priorities(&mut self, py: Python<'_>, indices: &Bound<'_, PyAny>, priorities: &Bound<'_, PyAny>) -> PyResult<usize> {
+    fn update_priorities(
+        &mut self,
+        py: Python<'_>,
+        indices: &Bound<'_, PyAny>,
+        priorities: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
         let idx = idx_vec(py, indices, "indices")?;
         let p = to_in(priorities, "priorities")?;
         let a = p.array();
         if a.shape.len() > 1 {
-            return Err(py_err(py, 1, format!("priorities: expected a 1-d array, got shape {:?}", a.shape)));
+            return Err(py_err(
+                py,
+                1,
+                format!("priorities: expected a 1-d array, got shape {:?}", a.shape),
+            ));
         }
-        if !matches!(a.dtype, DType::F32 | DType::F64 | DType::I64 | DType::I32 | DType::U8 | DType::U32 | DType::U64 | DType::I16 | DType::U16 | DType::I8) {
-            return Err(py_err(py, 2, format!("priorities: expected floats, got {}", a.dtype.name())));
+        if !matches!(
+            a.dtype,
+            DType::F32
+                | DType::F64
+                | DType::I64
+                | DType::I32
+                | DType::U8
+                | DType::U32
+                | DType::U64
+                | DType::I16
+                | DType::U16
+                | DType::I8
+        ) {
+            return Err(py_err(
+                py,
+                2,
+                format!("priorities: expected floats, got {}", a.dtype.name()),
+            ));
         }
         let n = a.shape.first().copied().unwrap_or(1);
-        let pr: Vec<f64> = (0..n).map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k)).collect();
+        let pr: Vec<f64> = (0..n)
+            .map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k))
+            .collect();
         self.core.update_priorities(&idx, &pr).or_py(py)
     }
 
     /// float64 [K]: current `(p + eps) ** alpha` of rows `indices` (0 for non-transition rows).
-    fn priorities<'py>(&self, py: Python<'py>, indices: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn priorities<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let idx = idx_vec(py, indices, "indices")?;
         Ok(vec_array(py, self.core.priorities(&idx).or_py(py)?))
     }
 
     /// int64 [K]: row of the previous step of the same episode (clamped at its first row).
-    fn prev<'py>(&self, py: Python<'py>, indices: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn prev<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let idx = idx_vec(py, indices, "indices")?;
         Ok(vec_array(py, self.core.prev(&idx).or_py(py)?))
     }
 
     /// int64 [K]: row of the next step of the same episode (clamped at its last transition).
-    fn next<'py>(&self, py: Python<'py>, indices: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn next<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let idx = idx_vec(py, indices, "indices")?;
         Ok(vec_array(py, self.core.next(&idx).or_py(py)?))
     }
 
     /// (start, end, length), int64 [K] each: first surviving row of each index's episode, the row
     /// holding its final (or newest) observation, and its number of surviving transitions.
-    fn episode_bounds<'py>(&self, py: Python<'py>, indices: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    fn episode_bounds<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let idx = idx_vec(py, indices, "indices")?;
         let (s, e, l) = self.core.episode_bounds(&idx).or_py(py)?;
         PyTuple::new(py, [vec_array(py, s), vec_array(py, e), vec_array(py, l)])
@@ -825,7 +1117,11 @@ impl RawBuffer {
     }
 
     /// bool [K]: whether each row currently holds a sampleable transition.
-    fn is_transition<'py>(&self, py: Python<'py>, indices: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn is_transition<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let idx = idx_vec(py, indices, "indices")?;
         Ok(vec_array(py, self.core.is_transition(&idx).or_py(py)?))
     }
@@ -841,17 +1137,17 @@ impl RawBuffer {
         let me = slf.borrow();
         let core = &me.core;
         let rows = core.rows();
-        let (ptr, dt, shape): (*const u8, DType, Vec<usize>) = match name {
-            "rew" => (core.rew_column().as_ptr() as *const u8, DType::F32, vec![]),
-            "terminated" => (core.terminated_column().as_ptr(), DType::U8, vec![]),
-            "truncated" => (core.truncated_column().as_ptr(), DType::U8, vec![]),
-            "flags" => (core.flags_column().as_ptr(), DType::U8, vec![]),
+        if !core.has_schema() {
+            return Err(py_err(py, 5, format!(
+                "column '{name}': the buffer's columns are defined by the first add (or from_spaces); add data first"
+            )));
+        }
+        let (off, dt, shape): (usize, DType, Vec<usize>) = match name {
+            "rew" => (rlcore_core::storage::OFF_REW, DType::F32, vec![]),
+            "terminated" => (rlcore_core::storage::OFF_TERM, DType::U8, vec![]),
+            "truncated" => (rlcore_core::storage::OFF_TRUNC, DType::U8, vec![]),
+            "flags" => (rlcore_core::storage::OFF_FLAGS, DType::U8, vec![]),
             _ => {
-                if !core.has_schema() {
-                    return Err(py_err(py, 5, format!(
-                        "column '{name}': the buffer's columns are defined by the first add (or from_spaces); add data first"
-                    )));
-                }
                 let col = core
                     .obs_columns()
                     .iter()
@@ -865,21 +1161,52 @@ impl RawBuffer {
                             .map(|c| c.spec.name.as_str())
                             .chain(["rew", "terminated", "truncated", "flags"])
                             .collect();
-                        py_err(py, 5, format!("unknown column '{name}'; columns are {names:?}"))
+                        py_err(
+                            py,
+                            5,
+                            format!("unknown column '{name}'; columns are {names:?}"),
+                        )
                     })?;
-                (col.bytes().as_ptr(), col.spec.dtype, col.spec.shape.clone())
+                (col.offset, col.spec.dtype, col.spec.shape.clone())
             }
         };
         let mut dims = vec![rows];
-        dims.extend(shape);
+        dims.extend(shape.iter().copied());
+        // row stride = record size; inside a row the item is C-contiguous
+        let mut strides = vec![core.record_bytes()];
+        let mut inner = dt.size();
+        let mut rest: Vec<usize> = shape
+            .iter()
+            .rev()
+            .map(|&n| {
+                let s = inner;
+                inner *= n;
+                s
+            })
+            .collect();
+        rest.reverse();
+        strides.extend(rest);
         let base = slf.clone().into_any();
-        // SAFETY: the column's memory is allocated once and never reallocated or freed while the
-        // buffer object (the view's base) is alive.
-        unsafe { new_array(py, dt, &dims, Some((ptr, &base))) }
+        // SAFETY: the records are allocated once and never reallocated or freed while the buffer
+        // object (the view's base) is alive; every strided element lies inside them.
+        unsafe {
+            new_strided(
+                py,
+                dt,
+                &dims,
+                Some(&strides),
+                Some((core.data_ptr().add(off), &base)),
+            )
+        }
     }
 
     /// Declare columns up front: lists of (name, dtype name, shape).
-    fn _declare(&mut self, py: Python<'_>, obs: &Bound<'_, PyAny>, step: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn _declare(
+        &mut self,
+        py: Python<'_>,
+        obs: &Bound<'_, PyAny>,
+        step: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let o = parse_specs(py, obs)?;
         let s = parse_specs(py, step)?;
         self.core.declare(o, s).or_py(py)
@@ -908,7 +1235,9 @@ impl RawBuffer {
         for p in me.core.state_parts() {
             let a = match &p.bytes {
                 // SAFETY: borrowed parts point into storage that lives as long as `base`.
-                Cow::Borrowed(b) => unsafe { new_array(py, p.dtype, &p.shape, Some((b.as_ptr(), &base)))? },
+                Cow::Borrowed(b) => unsafe {
+                    new_array(py, p.dtype, &p.shape, Some((b.as_ptr(), &base)))?
+                },
                 Cow::Owned(v) => {
                     let a = fresh(py, p.dtype, &p.shape)?;
                     // SAFETY: fresh array of exactly v.len() bytes.
@@ -933,7 +1262,12 @@ impl RawBuffer {
             .iter()
             .map(|(n, i)| {
                 let a = i.array();
-                StatePart { name: n.clone(), dtype: a.dtype, shape: a.shape.to_vec(), bytes: Cow::Borrowed(a.data) }
+                StatePart {
+                    name: n.clone(),
+                    dtype: a.dtype,
+                    shape: a.shape.to_vec(),
+                    bytes: Cow::Borrowed(a.data),
+                }
             })
             .collect();
         self.core.load_state(&sp).or_py(py)
@@ -967,9 +1301,12 @@ impl RawBuffer {
             _ => None,
         };
         let ex = extras_in(core, extras)?;
-        let o_arr: Vec<(&str, Array<'_>)> = o.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
-        let on_arr: Vec<(&str, Array<'_>)> = on.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
-        let ex_arr: Vec<(&str, Array<'_>)> = ex.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
+        let o_arr: Vec<(&str, Array<'_>)> =
+            o.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
+        let on_arr: Vec<(&str, Array<'_>)> =
+            on.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
+        let ex_arr: Vec<(&str, Array<'_>)> =
+            ex.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
         let steps = Steps {
             obs: &o_arr,
             act: a.array(),
@@ -1010,38 +1347,73 @@ fn call_reward(
     }
     let res = f.call1((ag_a, g_a, PyDict::new(py)))?;
     let r = to_in(&res, "compute_reward result").map_err(|_| {
-        py_err(py, 2, format!("compute_reward must return a numeric array of shape [{m}], got {}", type_name(&res)))
+        py_err(
+            py,
+            2,
+            format!(
+                "compute_reward must return a numeric array of shape [{m}], got {}",
+                type_name(&res)
+            ),
+        )
     })?;
     let a = r.array();
     if a.shape != [m] {
         return Err(py_err(
             py,
             1,
-            format!("compute_reward must return one reward per goal pair, shape [{m}]; got shape {:?}", a.shape),
+            format!(
+                "compute_reward must return one reward per goal pair, shape [{m}]; got shape {:?}",
+                a.shape
+            ),
         ));
     }
     if !matches!(a.dtype, DType::F32 | DType::F64) && !a.dtype.can_cast_to(DType::F64) {
-        return Err(py_err(py, 2, format!("compute_reward returned dtype {}; expected float", a.dtype.name())));
+        return Err(py_err(
+            py,
+            2,
+            format!(
+                "compute_reward returned dtype {}; expected float",
+                a.dtype.name()
+            ),
+        ));
     }
-    Ok((0..m).map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k) as f32).collect())
+    Ok((0..m)
+        .map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k) as f32)
+        .collect())
 }
 
 // ---------------------------------------------------------------------------------------------
 // free functions
 
-fn f32_in<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, what: &str) -> PyResult<(In<'py>, Vec<usize>)> {
+fn f32_in<'py>(
+    py: Python<'py>,
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<(In<'py>, Vec<usize>)> {
     let i = to_in(obj, what)?;
     if i.dtype != DType::F32 {
-        return Err(py_err(py, 2, format!("{what}: expected float32, got {}", i.dtype.name())));
+        return Err(py_err(
+            py,
+            2,
+            format!("{what}: expected float32, got {}", i.dtype.name()),
+        ));
     }
     let shape = i.array().shape.to_vec();
     Ok((i, shape))
 }
 
-fn flag_in<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, what: &str) -> PyResult<(In<'py>, Vec<usize>)> {
+fn flag_in<'py>(
+    py: Python<'py>,
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<(In<'py>, Vec<usize>)> {
     let i = to_in(obj, what)?;
     if !matches!(i.dtype, DType::Bool | DType::U8) {
-        return Err(py_err(py, 2, format!("{what}: expected bool or uint8, got {}", i.dtype.name())));
+        return Err(py_err(
+            py,
+            2,
+            format!("{what}: expected bool or uint8, got {}", i.dtype.name()),
+        ));
     }
     let shape = i.array().shape.to_vec();
     Ok((i, shape))
@@ -1063,22 +1435,39 @@ fn _compute_gae<'py>(
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     let (r, shape) = f32_in(py, rew, "rew")?;
     if shape.len() != 2 {
-        return Err(py_err(py, 1, format!("rew: expected shape [T, N], got {shape:?}")));
+        return Err(py_err(
+            py,
+            1,
+            format!("rew: expected shape [T, N], got {shape:?}"),
+        ));
     }
     let (t_len, n) = (shape[0], shape[1]);
     let (v, vs) = f32_in(py, values, "values")?;
     let (nv, nvs) = f32_in(py, next_values, "next_values")?;
     let (te, tes) = flag_in(py, terminated, "terminated")?;
     let (tr, trs) = flag_in(py, truncated, "truncated")?;
-    for (what, s) in [("values", &vs), ("next_values", &nvs), ("terminated", &tes), ("truncated", &trs)] {
+    for (what, s) in [
+        ("values", &vs),
+        ("next_values", &nvs),
+        ("terminated", &tes),
+        ("truncated", &trs),
+    ] {
         if *s != shape {
-            return Err(py_err(py, 1, format!("{what}: expected shape {shape:?} like rew, got {s:?}")));
+            return Err(py_err(
+                py,
+                1,
+                format!("{what}: expected shape {shape:?} like rew, got {s:?}"),
+            ));
         }
     }
     let adv = fresh(py, DType::F32, &shape)?;
     let ret = fresh(py, DType::F32, &shape)?;
     let as_f32 = |i: &In<'_>| -> Vec<f32> {
-        i.array().data.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()
+        i.array()
+            .data
+            .chunks_exact(4)
+            .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
     };
     let (rv, vv, nvv) = (as_f32(&r), as_f32(&v), as_f32(&nv));
     // SAFETY: fresh float32 arrays of T*N elements.
@@ -1090,7 +1479,20 @@ fn _compute_gae<'py>(
             std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut f32, b.len() / 4),
         )
     };
-    core_gae(&rv, &vv, &nvv, te.array().data, tr.array().data, t_len, n, gamma, gae_lambda, adv_s, ret_s).or_py(py)?;
+    core_gae(
+        &rv,
+        &vv,
+        &nvv,
+        te.array().data,
+        tr.array().data,
+        t_len,
+        n,
+        gamma,
+        gae_lambda,
+        adv_s,
+        ret_s,
+    )
+    .or_py(py)?;
     Ok((adv.into_any(), ret.into_any()))
 }
 
@@ -1110,21 +1512,44 @@ fn _compute_nstep_returns<'py>(
     }
     let (r, shape) = f32_in(py, rew, "rew")?;
     if shape.len() != 1 {
-        return Err(py_err(py, 1, format!("rew: expected shape [T], got {shape:?}")));
+        return Err(py_err(
+            py,
+            1,
+            format!("rew: expected shape [T], got {shape:?}"),
+        ));
     }
     let (te, tes) = flag_in(py, terminated, "terminated")?;
     let (tr, trs) = flag_in(py, truncated, "truncated")?;
     for (what, s) in [("terminated", &tes), ("truncated", &trs)] {
         if *s != shape {
-            return Err(py_err(py, 1, format!("{what}: expected shape {shape:?} like rew, got {s:?}")));
+            return Err(py_err(
+                py,
+                1,
+                format!("{what}: expected shape {shape:?} like rew, got {s:?}"),
+            ));
         }
     }
     let t = shape[0];
-    let rv: Vec<f32> = r.array().data.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let rv: Vec<f32> = r
+        .array()
+        .data
+        .chunks_exact(4)
+        .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     let mut ret = vec![0f32; t];
     let mut disc = vec![0f32; t];
     let mut hor = vec![0i64; t];
-    core_nstep(&rv, te.array().data, tr.array().data, n_step as usize, gamma, &mut ret, &mut disc, &mut hor).or_py(py)?;
+    core_nstep(
+        &rv,
+        te.array().data,
+        tr.array().data,
+        n_step as usize,
+        gamma,
+        &mut ret,
+        &mut disc,
+        &mut hor,
+    )
+    .or_py(py)?;
     Ok((vec_array(py, ret), vec_array(py, disc), vec_array(py, hor)))
 }
 
