@@ -239,12 +239,12 @@ mod tests {
             .collect();
         let mut dst = vec![0u8; 8];
         cast_into(&src, DType::F64, &mut dst, DType::F32);
-        let a = f32::from_ne_bytes(dst[0..4].try_into().unwrap());
-        let b = f32::from_ne_bytes(dst[4..8].try_into().unwrap());
+        let a = f32::from_ne_bytes(dst[0..4].try_into().unwrap()); // ok: test
+        let b = f32::from_ne_bytes(dst[4..8].try_into().unwrap()); // ok: test
         assert_eq!((a, b), (1.5, -2.25));
         let src: Vec<u8> = [-3i32].iter().flat_map(|x| x.to_ne_bytes()).collect();
         let mut dst = vec![0u8; 8];
         cast_into(&src, DType::I32, &mut dst, DType::F64);
-        assert_eq!(f64::from_ne_bytes(dst[..].try_into().unwrap()), -3.0);
+        assert_eq!(f64::from_ne_bytes(dst[..].try_into().unwrap()), -3.0); // ok: test
     }
 }

@@ -47,13 +47,13 @@ pub fn compute_gae(
     let mut last = vec![0.0f32; n_envs];
     for t in (0..t_len).rev() {
         let base = t * n_envs;
-        for e in 0..n_envs {
+        for (e, last_e) in last.iter_mut().enumerate() {
             let i = base + e;
             let not_term = 1.0 - (terminated[i] != 0) as u8 as f32;
             let not_done = 1.0 - ((terminated[i] | truncated[i]) != 0) as u8 as f32;
             let delta = rew[i] + gamma * not_term * next_values[i] - values[i];
-            let a = delta + gamma * gae_lambda * not_done * last[e];
-            last[e] = a;
+            let a = delta + gamma * gae_lambda * not_done * *last_e;
+            *last_e = a;
             advantages[i] = a;
             returns[i] = a + values[i];
         }
@@ -77,6 +77,7 @@ pub fn check_unit(name: &str, x: f64) -> Result<()> {
 /// episode. For each step t with m = min(n, steps left in its episode from t):
 /// `ret[t] = Σ_{k<m} γ^k r_{t+k}`, `discount[t] = γ^m (1 − term_{t+m−1})`, `horizon[t] = m`
 /// (Sutton & Barto 2018, eq. 7.1; the bootstrap observation is the one after step t+m−1).
+#[allow(clippy::too_many_arguments)]
 pub fn compute_nstep_returns(
     rew: &[f32],
     terminated: &[u8],
@@ -139,11 +140,11 @@ mod tests {
         flags[5] = 1;
         let zeros = [0u8; 6];
         let (mut r, mut d, mut h) = ([0f32; 6], [0f32; 6], [0i64; 6]);
-        compute_nstep_returns(&rew, &flags, &zeros, 3, 0.5, &mut r, &mut d, &mut h).unwrap();
+        compute_nstep_returns(&rew, &flags, &zeros, 3, 0.5, &mut r, &mut d, &mut h).unwrap(); // ok: test
         assert_eq!(r, [1.75, 1.75, 1.75, 1.75, 1.5, 1.0]);
         assert_eq!(d, [0.125, 0.125, 0.125, 0.0, 0.0, 0.0]);
         assert_eq!(h, [3, 3, 3, 3, 2, 1]);
-        compute_nstep_returns(&rew, &zeros, &flags, 3, 0.5, &mut r, &mut d, &mut h).unwrap();
+        compute_nstep_returns(&rew, &zeros, &flags, 3, 0.5, &mut r, &mut d, &mut h).unwrap(); // ok: test
         assert_eq!(d, [0.125, 0.125, 0.125, 0.125, 0.25, 0.5]);
     }
 
@@ -169,8 +170,8 @@ mod tests {
             &mut a,
             &mut r,
         )
-        .unwrap();
-        // last step bootstraps from next_values[4] = 3
+        .unwrap(); // ok: test
+                   // last step bootstraps from next_values[4] = 3
         let d4 = 1.0 + 0.9 * 3.0 - 20.0;
         assert!((a[4] - d4).abs() < 1e-5);
         let d3 = 1.0 + 0.9 * 20.0 - 10.0;

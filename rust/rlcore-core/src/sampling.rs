@@ -339,9 +339,8 @@ impl ReplayCore {
         }
         if let (Some(per), Some(w)) = (self.per.as_ref(), out.weights.as_deref_mut()) {
             let pmin = per.tree.min_positive();
-            for i in 0..b {
-                let pi = per.tree.get(self.plan[i].p);
-                w[i] = (pi / pmin).powf(-per.beta) as f32;
+            for (wi, pl) in w.iter_mut().zip(&self.plan[..b]) {
+                *wi = (per.tree.get(pl.p) / pmin).powf(-per.beta) as f32;
             }
         }
         Ok(())

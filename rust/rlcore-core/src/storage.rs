@@ -237,7 +237,7 @@ impl ReplayCore {
         if !(eps.is_finite() && eps > 0.0) {
             return Err(CoreError::value(format!("eps must be > 0, got {eps}")));
         }
-        if self.len() > 0 {
+        if !self.is_empty() {
             return Err(CoreError::usage(
                 "enable prioritized replay before the first add",
             ));

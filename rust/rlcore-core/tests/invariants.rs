@@ -1,0 +1,512 @@
+//! Property tests of the replay core against a plain reference model: random vector-env
+//! streams with terminations, truncations, continuity breaks and ring wrap-around.
+#![allow(clippy::needless_range_loop)]
+
+use proptest::prelude::*;
+use rlcore_core::{Array, BatchOut, DType, GoalStrategy, HerConfig, ReplayCore, Steps};
+
+/// One env step of the generated stream.
+#[derive(Debug, Clone, Copy)]
+struct Ev {
+    rew: f32,
+    term: bool,
+    trunc: bool,
+    /// The given obs does not continue the previous obs_next (a shuffled stream).
+    jump: bool,
+    masked: bool,
+}
+
+fn ev() -> impl Strategy<Value = Ev> {
+    (0u8..10, 0u8..20, any::<bool>(), 0u8..30, 0u8..10).prop_map(|(r, d, tt, j, m)| Ev {
+        rew: r as f32 - 3.0,
+        term: d == 0 && tt,
+        trunc: d == 0 && !tt,
+        jump: j == 0,
+        masked: m == 0,
+    })
+}
+
+/// Reference: per env, the transitions written in order, with their episode number, plus the
+/// row accounting of DESIGN.md (L + 1 rows per episode, one fresh row when an episode opens).
+#[derive(Default, Clone)]
+struct RefEnv {
+    /// (obs id, next obs id, rew, term, trunc, episode number, row number)
+    trans: Vec<(f64, f64, f32, bool, bool, usize, u64)>,
+    rows: u64,
+    open: bool,
+    episode: usize,
+    last_next: f64,
+}
+
+fn f64s(x: &[f64]) -> Vec<u8> {
+    x.iter().flat_map(|v| v.to_ne_bytes()).collect()
+}
+
+struct Out {
+    obs: Vec<u8>,
+    obs_next: Vec<u8>,
+    act: Vec<u8>,
+    rew: Vec<f32>,
+    term: Vec<u8>,
+    trunc: Vec<u8>,
+    disc: Vec<f32>,
+    idx: Vec<i64>,
+    w: Vec<f32>,
+}
+
+impl Out {
+    fn new(b: usize, obs_dim: usize) -> Self {
+        Out {
+            obs: vec![0; b * obs_dim * 8],
+            obs_next: vec![0; b * obs_dim * 8],
+            act: vec![0; b * 4],
+            rew: vec![0.0; b],
+            term: vec![0; b],
+            trunc: vec![0; b],
+            disc: vec![0.0; b],
+            idx: vec![0; b],
+            w: vec![0.0; b],
+        }
+    }
+    fn batch(&mut self, per: bool) -> BatchOut<'_> {
+        BatchOut {
+            obs: vec![&mut self.obs[..]],
+            obs_next: vec![&mut self.obs_next[..]],
+            step: vec![&mut self.act[..]],
+            rew: &mut self.rew,
+            terminated: &mut self.term,
+            truncated: &mut self.trunc,
+            discount: &mut self.disc,
+            indices: &mut self.idx,
+            weights: if per { Some(&mut self.w[..]) } else { None },
+        }
+    }
+    fn obs_id(&self, i: usize, next: bool) -> f64 {
+        let b = if next { &self.obs_next } else { &self.obs };
+        f64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap())
+    }
+}
+
+/// Run a stream of `steps` vector steps into a core and the reference.
+fn run(core: &mut ReplayCore, n_envs: usize, stream: &[Vec<Ev>]) -> Vec<RefEnv> {
+    let mut refs = vec![RefEnv::default(); n_envs];
+    let mut next_id = 1.0f64;
+    for step in stream {
+        let mut obs = vec![0.0f64; n_envs];
+        let mut obs_next = vec![0.0f64; n_envs];
+        let mut rew = vec![0.0f32; n_envs];
+        let mut term = vec![0u8; n_envs];
+        let mut trunc = vec![0u8; n_envs];
+        let mut mask = vec![0u8; n_envs];
+        for (e, ev) in step.iter().enumerate().take(n_envs) {
+            let r = &mut refs[e];
+            let o = if r.open && !ev.jump {
+                r.last_next
+            } else {
+                next_id += 1.0;
+                next_id
+            };
+            next_id += 1.0;
+            obs[e] = o;
+            obs_next[e] = next_id;
+            rew[e] = ev.rew;
+            term[e] = ev.term as u8;
+            trunc[e] = ev.trunc as u8;
+            mask[e] = (!ev.masked) as u8;
+            if ev.masked {
+                continue;
+            }
+            if r.open && o != r.last_next {
+                r.open = false; // continuity cut: the previous episode ends here
+            }
+            if !r.open {
+                r.rows += 1;
+                r.episode += 1;
+                r.open = true;
+            }
+            let row = r.rows - 1;
+            r.trans
+                .push((o, next_id, ev.rew, ev.term, ev.trunc, r.episode, row));
+            r.rows += 1;
+            r.last_next = next_id;
+            if ev.term || ev.trunc {
+                r.open = false;
+            }
+        }
+        let ob = f64s(&obs);
+        let onb = f64s(&obs_next);
+        let act: Vec<u8> = obs.iter().flat_map(|&v| (v as f32).to_ne_bytes()).collect();
+        let rb: Vec<u8> = rew.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let shape_o = [n_envs, 1];
+        let shape_n = [n_envs];
+        let obs_arr = [(
+            "obs",
+            Array {
+                dtype: DType::F64,
+                shape: &shape_o,
+                data: &ob,
+            },
+        )];
+        let obs_next_arr = [(
+            "obs",
+            Array {
+                dtype: DType::F64,
+                shape: &shape_o,
+                data: &onb,
+            },
+        )];
+        let s = Steps {
+            obs: &obs_arr,
+            act: Array {
+                dtype: DType::F32,
+                shape: &shape_o,
+                data: &act,
+            },
+            rew: Array {
+                dtype: DType::F32,
+                shape: &shape_n,
+                data: &rb,
+            },
+            terminated: Array {
+                dtype: DType::U8,
+                shape: &shape_n,
+                data: &term,
+            },
+            truncated: Array {
+                dtype: DType::U8,
+                shape: &shape_n,
+                data: &trunc,
+            },
+            obs_next: &obs_next_arr,
+            extras: &[],
+            mask: Some(Array {
+                dtype: DType::Bool,
+                shape: &shape_n,
+                data: &mask,
+            }),
+        };
+        core.add(&s).unwrap();
+    }
+    refs
+}
+
+/// Check one sampled row against the reference; returns (env, position in env's transitions).
+#[allow(clippy::too_many_arguments)]
+fn check_sample(
+    refs: &[RefEnv],
+    seg: u64,
+    out: &Out,
+    i: usize,
+    n_step: usize,
+    gamma: f64,
+) -> Result<(usize, usize), TestCaseError> {
+    let id = out.obs_id(i, false);
+    let (e, pos) = refs
+        .iter()
+        .enumerate()
+        .find_map(|(e, r)| r.trans.iter().position(|t| t.0 == id).map(|p| (e, p)))
+        .ok_or_else(|| TestCaseError::fail(format!("sampled obs {id} was never a transition")))?;
+    let r = &refs[e];
+    let t = r.trans[pos];
+    // the row must still be alive (not overwritten by the ring)
+    prop_assert!(
+        t.6 + seg >= r.rows,
+        "sampled an overwritten row (row {} of {}, seg {seg})",
+        t.6,
+        r.rows
+    );
+    // window: stays inside the episode, stops at its end or the newest transition
+    let ep: Vec<_> = r.trans.iter().filter(|x| x.5 == t.5).collect();
+    let k0 = ep.iter().position(|x| x.0 == id).unwrap_or(0);
+    let m = n_step.min(ep.len() - k0);
+    let mut want_rew = 0.0f64;
+    let mut g = 1.0f64;
+    for k in 0..m {
+        want_rew += g * ep[k0 + k].2 as f64;
+        g *= gamma;
+    }
+    let endt = ep[k0 + m - 1];
+    let want_next = endt.1;
+    let want_disc = g * (1.0 - endt.3 as u8 as f64);
+    prop_assert_eq!(out.obs_id(i, true), want_next, "obs_next of sample {}", i);
+    prop_assert!(
+        (out.rew[i] as f64 - want_rew).abs() < 1e-4,
+        "rew {} vs {}",
+        out.rew[i],
+        want_rew
+    );
+    prop_assert!(
+        (out.disc[i] as f64 - want_disc).abs() < 1e-6,
+        "discount {} vs {}",
+        out.disc[i],
+        want_disc
+    );
+    prop_assert_eq!(out.term[i], endt.3 as u8);
+    prop_assert_eq!(out.trunc[i], endt.4 as u8);
+    Ok((e, pos))
+}
+
+fn alive_transitions(refs: &[RefEnv], seg: u64) -> usize {
+    refs.iter()
+        .map(|r| r.trans.iter().filter(|t| t.6 + seg >= r.rows).count())
+        .sum()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    #[test]
+    fn samples_match_reference(
+        n_envs in 1usize..4,
+        seg in 2usize..24,
+        steps in proptest::collection::vec(proptest::collection::vec(ev(), 3), 1..90),
+        n_step in 1usize..5,
+        gamma in prop_oneof![Just(1.0f64), Just(0.5), 0.0f64..1.0],
+        seed in any::<u64>(),
+    ) {
+        let mut core = ReplayCore::new(seg * n_envs, n_envs, seed).unwrap();
+        let refs = run(&mut core, n_envs, &steps);
+        prop_assert_eq!(core.len(), alive_transitions(&refs, seg as u64));
+        if core.is_empty() {
+            let mut out = Out::new(4, 1);
+            let mut bo = out.batch(false);
+            prop_assert!(core.sample(4, n_step, gamma, &mut bo, None).is_err());
+            return Ok(());
+        }
+        let b = 64;
+        let mut out = Out::new(b, 1);
+        {
+            let mut bo = out.batch(false);
+            core.sample(b, n_step, gamma, &mut bo, None).unwrap();
+        }
+        for i in 0..b {
+            check_sample(&refs, seg as u64, &out, i, n_step, gamma)?;
+        }
+        // episode queries agree with the reference
+        let idx: Vec<i64> = out.idx.clone();
+        let (starts, ends, lens) = core.episode_bounds(&idx).unwrap();
+        let nexts = core.next(&idx).unwrap();
+        let prevs = core.prev(&idx).unwrap();
+        for i in 0..b {
+            let (e, pos) = check_sample(&refs, seg as u64, &out, i, n_step, gamma)?;
+            let r = &refs[e];
+            let t = r.trans[pos];
+            let alive: Vec<_> = r.trans.iter().filter(|x| x.5 == t.5 && x.6 + seg as u64 >= r.rows).collect();
+            prop_assert_eq!(lens[i] as usize, alive.len());
+            let first = alive[0];
+            prop_assert_eq!(starts[i] as u64 % seg as u64, first.6 % seg as u64 + (e as u64 * seg as u64) % seg as u64);
+            prop_assert!(ends[i] >= 0);
+            let k = alive.iter().position(|x| x.0 == t.0).unwrap();
+            let want_next = if k + 1 < alive.len() { alive[k + 1].6 } else { t.6 };
+            let want_prev = if k > 0 { alive[k - 1].6 } else { t.6 };
+            prop_assert_eq!(nexts[i] as u64, e as u64 * seg as u64 + want_next % seg as u64);
+            prop_assert_eq!(prevs[i] as u64, e as u64 * seg as u64 + want_prev % seg as u64);
+        }
+    }
+
+    #[test]
+    fn prioritized_samples_are_transitions_and_state_round_trips(
+        n_envs in 1usize..3,
+        seg in 2usize..20,
+        steps in proptest::collection::vec(proptest::collection::vec(ev(), 2), 1..60),
+        prios in proptest::collection::vec(0.0f64..5.0, 64),
+        seed in any::<u64>(),
+    ) {
+        let mut core = ReplayCore::new(seg * n_envs, n_envs, seed).unwrap();
+        core.enable_per(0.7, 0.5, 1e-6).unwrap();
+        let refs = run(&mut core, n_envs, &steps);
+        if core.is_empty() {
+            return Ok(());
+        }
+        let b = 64;
+        let mut out = Out::new(b, 1);
+        {
+            let mut bo = out.batch(true);
+            core.sample(b, 2, 0.9, &mut bo, None).unwrap();
+        }
+        for i in 0..b {
+            check_sample(&refs, seg as u64, &out, i, 2, 0.9)?;
+            prop_assert!(out.w[i] > 0.0 && out.w[i] <= 1.0 + 1e-6);
+        }
+        let idx = out.idx.clone();
+        core.update_priorities(&idx, &prios).unwrap();
+        // export, import into a fresh core, and both sample the same
+        let parts: Vec<_> = core.state_parts().into_iter().map(|p| rlcore_core::StatePart {
+            name: p.name, dtype: p.dtype, shape: p.shape, bytes: std::borrow::Cow::Owned(p.bytes.into_owned()),
+        }).collect();
+        let mut other = ReplayCore::new(seg * n_envs, n_envs, 0).unwrap();
+        other.enable_per(0.7, 0.5, 1e-6).unwrap();
+        let (o, s) = core.schema();
+        other.declare(o, s).unwrap();
+        other.load_state(&parts).unwrap();
+        let mut out2 = Out::new(b, 1);
+        {
+            let mut bo = out.batch(true);
+            core.sample(b, 3, 0.9, &mut bo, None).unwrap();
+        }
+        {
+            let mut bo = out2.batch(true);
+            other.sample(b, 3, 0.9, &mut bo, None).unwrap();
+        }
+        prop_assert_eq!(&out.idx, &out2.idx);
+        prop_assert_eq!(&out.rew, &out2.rew);
+        prop_assert_eq!(&out.w, &out2.w);
+    }
+}
+
+/// HER: goals come from the same episode at a step >= t (future) even after the ring wrapped
+/// twice (CASES.md #9), and the native reward is the Fetch threshold reward.
+#[test]
+fn her_future_goals_stay_in_episode_after_wrap() {
+    let seg = 10;
+    let mut core = ReplayCore::new(seg, 1, 3).unwrap();
+    core.enable_her(HerConfig {
+        strategy: GoalStrategy::Future,
+        future_k: 4.0,
+        distance_threshold: Some(0.5),
+        achieved_goal: "achieved_goal".into(),
+        desired_goal: "desired_goal".into(),
+    })
+    .unwrap();
+    // episodes of length 4: achieved goal after step t of episode k = 100 k + t + 1
+    let mut ag = 0.0f64;
+    for k in 0..8 {
+        for t in 0..4 {
+            let ag_before = if t == 0 { 100.0 * k as f64 } else { ag };
+            ag = 100.0 * k as f64 + t as f64 + 1.0;
+            let o = f64s(&[ag_before]);
+            let dg = f64s(&[-1.0]);
+            let on = f64s(&[ag]);
+            let sh = [1usize];
+            let obs = [
+                (
+                    "obs.achieved_goal",
+                    Array {
+                        dtype: DType::F64,
+                        shape: &sh,
+                        data: &o,
+                    },
+                ),
+                (
+                    "obs.desired_goal",
+                    Array {
+                        dtype: DType::F64,
+                        shape: &sh,
+                        data: &dg,
+                    },
+                ),
+            ];
+            let obs_next = [
+                (
+                    "obs.achieved_goal",
+                    Array {
+                        dtype: DType::F64,
+                        shape: &sh,
+                        data: &on,
+                    },
+                ),
+                (
+                    "obs.desired_goal",
+                    Array {
+                        dtype: DType::F64,
+                        shape: &sh,
+                        data: &dg,
+                    },
+                ),
+            ];
+            let act = 0f32.to_ne_bytes();
+            let rew = (-1f32).to_ne_bytes();
+            let term = [0u8];
+            let trunc = [(t == 3) as u8];
+            let s = Steps {
+                obs: &obs,
+                act: Array {
+                    dtype: DType::F32,
+                    shape: &[],
+                    data: &act,
+                },
+                rew: Array {
+                    dtype: DType::F32,
+                    shape: &[],
+                    data: &rew,
+                },
+                terminated: Array {
+                    dtype: DType::U8,
+                    shape: &[],
+                    data: &term,
+                },
+                truncated: Array {
+                    dtype: DType::U8,
+                    shape: &[],
+                    data: &trunc,
+                },
+                obs_next: &obs_next,
+                extras: &[],
+                mask: None,
+            };
+            core.add(&s).unwrap();
+        }
+    }
+    let b = 2000;
+    let mut ag_o = vec![0u8; b * 8];
+    let mut dg_o = vec![0u8; b * 8];
+    let mut ag_n = vec![0u8; b * 8];
+    let mut dg_n = vec![0u8; b * 8];
+    let mut act = vec![0u8; b * 4];
+    let (mut rew, mut term, mut trunc, mut disc, mut idx) = (
+        vec![0f32; b],
+        vec![0u8; b],
+        vec![0u8; b],
+        vec![0f32; b],
+        vec![0i64; b],
+    );
+    let mut bo = BatchOut {
+        obs: vec![&mut ag_o[..], &mut dg_o[..]],
+        obs_next: vec![&mut ag_n[..], &mut dg_n[..]],
+        step: vec![&mut act[..]],
+        rew: &mut rew,
+        terminated: &mut term,
+        truncated: &mut trunc,
+        discount: &mut disc,
+        indices: &mut idx,
+        weights: None,
+    };
+    core.sample(b, 1, 0.9, &mut bo, None).unwrap();
+    let rd = |v: &[u8], i: usize| f64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
+    let mut relabeled = 0;
+    for i in 0..b {
+        let a = rd(&ag_o, i); // achieved goal before step t
+        let g = rd(&dg_o, i);
+        assert_eq!(
+            g,
+            rd(&dg_n, i),
+            "desired goal differs between obs and obs_next"
+        );
+        if g == -1.0 {
+            assert_eq!(rew[i], -1.0);
+            continue;
+        }
+        relabeled += 1;
+        let episode = (rd(&ag_n, i) / 100.0).floor();
+        let step_after = rd(&ag_n, i); // achieved goal after step t
+        assert_eq!(
+            (g / 100.0).floor(),
+            episode,
+            "goal {g} from another episode (sample ag {a})"
+        );
+        assert!(
+            g >= step_after,
+            "goal {g} from before step t (achieved after t: {step_after})"
+        );
+        assert!(g <= 100.0 * episode + 4.0);
+        let want = if (rd(&ag_n, i) - g).abs() > 0.5 {
+            -1.0
+        } else {
+            0.0
+        };
+        assert_eq!(rew[i], want);
+    }
+    let frac = relabeled as f64 / b as f64;
+    // 0.8 expected; binomial sd = sqrt(0.16 / 2000) ~ 0.009
+    assert!((frac - 0.8).abs() < 0.04, "relabeled fraction {frac}");
+}
