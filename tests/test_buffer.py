@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import rlcore
 from rlcore.errors import SaveFileError
-from tests.reference import RefBuffer
+from reference import RefBuffer
 
 F32 = np.float32
 KINDS = ("step", "step", "step", "term", "trunc", "cut", "mask")
