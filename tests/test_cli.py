@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import json
+import runpy
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +94,56 @@ def test_dqn_with_nstep_and_prioritized_runs(tmp_path: Path, capsys: pytest.Capt
     ]
     assert main([*argv, "--out", str(tmp_path / "dqn"), "--no-progress", "--device", "cpu"]) == 0
     assert "done: CartPole-v1 dqn" in capsys.readouterr().out
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _has(module: str) -> bool:
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def run_example(name: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", [name, *argv])
+    runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+
+
+@pytest.mark.parametrize(
+    ("name", "argv", "needs"),
+    [
+        ("pendulum_sac.py", ["--steps", "1100", "--n-step", "3", "--prioritized"], None),
+        ("cartpole_dqn.py", ["--steps", "1300", "--dueling"], None),
+        ("halfcheetah_sac.py", ["--steps", "300", "--checkpoint-every", "100"], "mujoco"),
+        ("fetch_her_ddpg.py", ["--steps", "200"], "gymnasium_robotics"),
+        ("fetch_her_sac.py", ["--steps", "200"], "gymnasium_robotics"),
+    ],
+)
+def test_examples_run_short(
+    name, argv, needs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    if needs is not None and not _has(needs):
+        pytest.skip(f"needs {needs}")
+    run_example(
+        name, [*argv, "--no-progress", "--device", "cpu", "--out", str(tmp_path / "run")], monkeypatch
+    )
+    out = capsys.readouterr().out
+    assert "final" in out
+
+
+@pytest.mark.skipif(not _has("gymnasium_robotics"), reason="needs gymnasium-robotics and mujoco<3.12")
+def test_fetchreach_ddpg_her_learns_in_2000_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The main job, shortened: DDPG+HER on FetchReach-v4 (seed 0 reaches 1.0 at 1000 steps here)."""
+    run_example(
+        "fetch_her_ddpg.py",
+        ["--steps", "2000", "--seed", "0", "--no-progress", "--device", "cpu"],
+        monkeypatch,
+    )
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("final success rate:")][0]
+    assert float(line.split()[3]) >= 0.8, line
