@@ -80,8 +80,24 @@ def preset_for(env_id: str, *, her: bool) -> Preset:
             eval_every_env_steps=500,
             algo={
                 "ddpg": {"q_target_clip": clip},
-                "td3": {"q_target_clip": clip, "normalize_obs": True, "exploration_noise": 0.2},
-                "sac": {"q_target_clip": clip, "normalize_obs": True},
+                "td3": {
+                    "q_target_clip": clip,
+                    "normalize_obs": True,
+                    "exploration_noise": 0.2,
+                    "hidden": (256, 256, 256),
+                    "actor_lr": 1e-3,
+                    "critic_lr": 1e-3,
+                    "tau": 0.05,
+                },
+                "sac": {
+                    "q_target_clip": clip,
+                    "normalize_obs": True,
+                    "hidden": (256, 256, 256),
+                    "actor_lr": 1e-3,
+                    "critic_lr": 1e-3,
+                    "alpha_lr": 1e-3,
+                    "tau": 0.05,
+                },
                 "dqn": {},
             },
         )
