@@ -256,14 +256,14 @@ def gae(rew, values, next_values, terminated, truncated, gamma: float, lam: floa
 
 
 def per_weights(priorities_all: np.ndarray, sampled: np.ndarray, beta: float) -> np.ndarray:
-    """(N P(i))^-β / max_j (N P(j))^-β over the stored (positive) priorities."""
+    """(N P(i))^-β / max_j (N P(j))^-β over the stored (positive) priorities, in log space so that
+    priorities spanning hundreds of decades neither overflow nor underflow."""
     p = np.asarray(priorities_all, np.float64)
     p = p[p > 0]
-    n = len(p)
-    prob = np.asarray(sampled, np.float64) / p.sum()
-    w = (n * prob) ** -beta
-    wmax = (n * p.min() / p.sum()) ** -beta
-    return w / wmax
+    log_total = np.log(p).max() + np.log(np.exp(np.log(p) - np.log(p).max()).sum())
+    log_np = np.log(len(p)) + np.log(np.asarray(sampled, np.float64)) - log_total  # log(N P(i))
+    log_np_min = np.log(len(p)) + np.log(p.min()) - log_total
+    return np.exp(-beta * log_np + beta * log_np_min)
 
 
 # ---------------------------------------------------------------------------------------------
