@@ -1,0 +1,139 @@
+"""Type stubs of the native module ``rlcore._core`` (the PyO3 binding of rlcore-core)."""
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, final
+
+from typing_extensions import disjoint_base
+
+import numpy as np
+
+__version__: str
+__all__ = [
+    "AddResult",
+    "ApiUsageError",
+    "DTypeError",
+    "EmptyBufferError",
+    "InvalidValueError",
+    "RawBuffer",
+    "RlcoreError",
+    "SaveFileError",
+    "ShapeError",
+    "__version__",
+    "_compute_gae",
+    "_compute_nstep_returns",
+]
+
+class RlcoreError(Exception): ...
+class ShapeError(RlcoreError, ValueError): ...
+class DTypeError(RlcoreError, TypeError): ...
+class InvalidValueError(RlcoreError, ValueError): ...
+class EmptyBufferError(RlcoreError, IndexError): ...
+class ApiUsageError(RlcoreError, RuntimeError): ...
+class SaveFileError(RlcoreError, OSError): ...
+
+@final
+class AddResult:
+    @property
+    def indices(self) -> np.ndarray: ...
+    @property
+    def done_envs(self) -> np.ndarray: ...
+    @property
+    def episode_returns(self) -> np.ndarray: ...
+    @property
+    def episode_lengths(self) -> np.ndarray: ...
+
+@disjoint_base
+class RawBuffer:
+    def __new__(
+        cls,
+        capacity: int,
+        *,
+        num_envs: int = 1,
+        seed: int | None = None,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+        her_strategy: str | None = None,
+        future_k: float = 4.0,
+        distance_threshold: float | None = None,
+        achieved_goal_key: str = "achieved_goal",
+        desired_goal_key: str = "desired_goal",
+    ) -> RawBuffer: ...
+    def add(
+        self,
+        obs: Any,
+        act: Any,
+        rew: Any,
+        terminated: Any,
+        truncated: Any,
+        obs_next: Any,
+        *,
+        mask: Any = None,
+        **extras: Any,
+    ) -> AddResult: ...
+    def _extend(
+        self,
+        obs: Any,
+        act: Any,
+        rew: Any,
+        terminated: Any,
+        truncated: Any,
+        obs_next: Any,
+        *,
+        mask: Any = None,
+        **extras: Any,
+    ) -> AddResult: ...
+    def _sample(
+        self,
+        batch_size: int,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        out: Any = None,
+        compute_reward: Callable[..., Any] | None = None,
+    ) -> tuple[Any, ...]: ...
+    def __len__(self) -> int: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def num_envs(self) -> int: ...
+    @property
+    def segment_len(self) -> int: ...
+    @property
+    def prioritized(self) -> bool: ...
+    @property
+    def alpha(self) -> float | None: ...
+    @property
+    def eps(self) -> float | None: ...
+    @property
+    def beta(self) -> float | None: ...
+    @beta.setter
+    def beta(self, beta: float) -> None: ...
+    def _her_config(self) -> tuple[str, float, float | None, str, str] | None: ...
+    def update_priorities(self, indices: Any, priorities: Any) -> int: ...
+    def priorities(self, indices: Any) -> np.ndarray: ...
+    def prev(self, indices: Any) -> np.ndarray: ...
+    def next(self, indices: Any) -> np.ndarray: ...
+    def episode_bounds(self, indices: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+    def unfinished_index(self) -> np.ndarray: ...
+    def last_index(self) -> np.ndarray: ...
+    def is_transition(self, indices: Any) -> np.ndarray: ...
+    def clear(self) -> None: ...
+    def _column(self, name: str) -> np.ndarray: ...
+    def _declare(self, obs: Sequence[tuple[str, str, Sequence[int]]], step: Sequence[tuple[str, str, Sequence[int]]]) -> None: ...
+    def _schema(self) -> tuple[list[tuple[str, str, tuple[int, ...]]], list[tuple[str, str, tuple[int, ...]]]]: ...
+    def _state_parts(self) -> list[tuple[str, np.ndarray]]: ...
+    def _load_state(self, parts: Mapping[str, np.ndarray]) -> None: ...
+
+def _compute_gae(
+    rew: np.ndarray,
+    values: np.ndarray,
+    next_values: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray]: ...
+def _compute_nstep_returns(
+    rew: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, n_step: int, gamma: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
