@@ -1,0 +1,100 @@
+"""sample(256) and sample(256, n_step=3) from a full buffer at capacity 10k, 200k and 1M: the
+learner's per-gradient-step cost, which must not grow with capacity."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from conftest import (
+    BATCH,
+    GAMMA,
+    LIBS,
+    N_STEP,
+    build_cpprb,
+    build_or_skip,
+    build_rlcore,
+    build_rlox,
+    build_sb3,
+    build_tianshou,
+    build_torchrl,
+    tag,
+)
+
+CAPACITIES = [10_000, 200_000, 1_000_000]
+
+
+def _sample_op(lib: str, cap: int) -> tuple[Any, str]:
+    if lib == "rlcore":
+        buf = build_rlcore(cap)
+        return (lambda: buf.sample(BATCH)), "TransitionBatch of numpy arrays"
+    if lib == "rlox":
+        buf = build_rlox(cap)
+        seeds = itertools.count(1).__next__
+        return (lambda: buf.sample(BATCH, seeds())), "dict of numpy arrays; a fresh seed per call"
+    if lib == "cpprb":
+        buf = build_cpprb(cap)
+        return (lambda: buf.sample(BATCH)), ""
+    if lib == "sb3":
+        buf = build_sb3(cap)
+        return (lambda: buf.sample(BATCH)), "returns torch tensors"
+    if lib == "tianshou":
+        buf = build_tianshou(cap)
+        return (lambda: buf.sample(BATCH)), ""
+    if lib == "torchrl":
+        buf = build_torchrl(cap)
+        return (lambda: buf.sample()), "LazyTensorStorage, TensorDict out"
+    raise AssertionError(lib)
+
+
+def _nstep_op(lib: str, cap: int) -> tuple[Any, str]:
+    if lib == "rlcore":
+        buf = build_rlcore(cap)
+        return (lambda: buf.sample(BATCH, n_step=N_STEP, gamma=GAMMA)), ""
+    if lib == "sb3":
+        buf = build_sb3(cap, nstep=True)
+        return (lambda: buf.sample(BATCH)), "NStepReplayBuffer; returns torch tensors"
+    if lib == "cpprb":
+        buf = build_cpprb(cap, nstep=True)
+        return (
+            lambda: buf.sample(BATCH)
+        ), "Nstep: returns are accumulated at add time, sample is a plain gather"
+    if lib == "tianshou":
+        import torch
+        from tianshou.algorithm.algorithm_base import Algorithm
+
+        buf = build_tianshou(cap)
+
+        def target_q(b: Any, idx: Any) -> Any:
+            _ = b[idx].obs_next  # the gather a real target network would read
+            return torch.zeros(len(idx), 1)
+
+        def op() -> Any:
+            batch, idx = buf.sample(BATCH)
+            return Algorithm.compute_nstep_return(batch, buf, idx, target_q, gamma=GAMMA, n_step=N_STEP)
+
+        return op, "sample + Algorithm.compute_nstep_return (target Q = 0, obs_next gathered)"
+    if lib == "rlox":
+        pytest.skip("rlox 1.2.0 ReplayBuffer has no n-step sampling")
+    if lib == "torchrl":
+        pytest.skip("TorchRL computes n-step in the collector (MultiStep transform), not in sample()")
+    raise AssertionError(lib)
+
+
+@pytest.mark.parametrize("cap", CAPACITIES, ids=lambda c: f"cap{c}")
+@pytest.mark.parametrize("lib", LIBS)
+def test_sample(benchmark: Any, lib: str, cap: int) -> None:
+    op, note = build_or_skip(lib, lambda: _sample_op(lib, cap))
+    op()
+    tag(benchmark, f"sample({BATCH})", lib, note, capacity=cap)
+    benchmark(op)
+
+
+@pytest.mark.parametrize("cap", CAPACITIES, ids=lambda c: f"cap{c}")
+@pytest.mark.parametrize("lib", LIBS)
+def test_sample_nstep(benchmark: Any, lib: str, cap: int) -> None:
+    op, note = build_or_skip(lib, lambda: _nstep_op(lib, cap))
+    op()
+    tag(benchmark, f"sample({BATCH}, n_step={N_STEP})", lib, note, capacity=cap)
+    benchmark(op)
