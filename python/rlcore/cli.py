@@ -111,7 +111,7 @@ def preset_for(env_id: str, *, her: bool) -> Preset:
                 "dqn": {
                     "hidden": (256, 256),
                     "lr": 2.3e-3,
-                    "target_update_interval": 10,
+                    "target_update_interval": 128,
                     "eps_decay_env_steps": 8_000,
                     "eps_end": 0.04,
                 }
