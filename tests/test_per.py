@@ -254,11 +254,6 @@ def test_update_priorities_skips_non_transition_rows():
     np.testing.assert_allclose(buf.priorities(rows[:3]), (2 + 1e-6) ** 0.6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a row sampled, then overwritten by a newer transition, still takes the stale "
-    "update_priorities value (neither skipped nor an error, as issue 4 asks)",
-)
 def test_update_priorities_of_row_overwritten_since_sampling_is_skipped():
     buf = rlcore.PrioritizedReplayBuffer(8, alpha=1.0, eps=1e-9, seed=0)
     for t in range(7):
@@ -273,11 +268,6 @@ def test_update_priorities_of_row_overwritten_since_sampling_is_skipped():
     np.testing.assert_array_equal(buf.priorities(np.array([row])), before)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: huge but finite priorities are accepted although the sum tree's total overflows to "
-    "inf; every sample then returns the rightmost transition instead of the high-priority rows",
-)
 def test_huge_priorities_that_overflow_the_tree_total_are_rejected_or_sampled_correctly():
     buf = rlcore.PrioritizedReplayBuffer(16, alpha=1.0, eps=1e-6, seed=0)
     for t in range(6):

@@ -191,11 +191,6 @@ def test_nstep_returns_bad_input_raises_typed_error(call, err):
     assert isinstance(info.value, RlcoreError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the binding converts gamma/gae_lambda to float32 before the range check, so "
-    "gamma = 1 + 1e-9 rounds to 1.0 and is accepted",
-)
 @pytest.mark.parametrize("fn", ["gae", "nstep"])
 def test_gamma_just_above_one_is_rejected(fn):
     z, f = np.zeros(3, F32), np.zeros(3, bool)
