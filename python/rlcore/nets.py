@@ -266,6 +266,8 @@ class EnsembleLinear(nn.Module):
 
     def forward(self, x_KBI: torch.Tensor) -> torch.Tensor:
         """Return ``x @ W + b`` of shape ``[K, B, out]``."""
+        if self.weight.shape[0] == 1:  # a single member (DDPG): a plain addmm is faster than a batched one
+            return torch.addmm(self.bias[0], x_KBI[0], self.weight[0]).unsqueeze(0)
         return torch.baddbmm(self.bias, x_KBI, self.weight)
 
 
