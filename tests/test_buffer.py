@@ -1012,3 +1012,29 @@ def test_add_from_another_thread_during_large_sample_does_not_fail():
         stop.set()
         th.join()
     assert not errors, f"{len(errors)} of 100 adds failed: {errors[0]!r}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: PrioritizedReplayBuffer.load / HERReplayBuffer.load of a plain ReplayBuffer save return a "
+    "plain ReplayBuffer (not an instance of the class asked for) instead of raising SaveFileError",
+)
+@pytest.mark.parametrize("cls", [rlcore.PrioritizedReplayBuffer, rlcore.HERReplayBuffer])
+def test_loading_a_save_as_a_more_specific_class_raises_save_file_error(tmp_path, cls):
+    buf = _wrapped()
+    buf.save(tmp_path / "plain")
+    try:
+        loaded = cls.load(tmp_path / "plain")
+    except SaveFileError:
+        return
+    assert isinstance(loaded, cls), f"{cls.__name__}.load returned a {type(loaded).__name__}"
+
+
+def test_loading_a_subclass_save_through_the_base_class_gives_the_subclass(tmp_path):
+    per = rlcore.PrioritizedReplayBuffer(18, num_envs=3, seed=0)
+    Stream(per, RefBuffer(18, 3), 3).step(["step", "term", "cut"])
+    per.save(tmp_path / "per")
+    loaded = rlcore.ReplayBuffer.load(tmp_path / "per")
+    assert isinstance(loaded, rlcore.PrioritizedReplayBuffer) and loaded.alpha == per.alpha
+    with pytest.raises(SaveFileError):
+        rlcore.HERReplayBuffer.load(tmp_path / "per")

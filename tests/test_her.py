@@ -4,6 +4,7 @@ ring wrap), how often (k/(k+1)), how uniformly, and the recomputed (n-step) rewa
 from __future__ import annotations
 
 import itertools
+import pickle
 
 import gymnasium as gym
 import numpy as np
@@ -569,3 +570,44 @@ def test_her_add_with_missing_goal_key_after_first_add_raises_shape_error():
     with pytest.raises(ShapeError):
         buf.add(bad, np.zeros(2, F32), 0.0, False, False, bad)
     _assert_same(buf, before)
+
+
+def test_her_custom_goal_keys():
+    buf = rlcore.HERReplayBuffer(40, seed=0, distance_threshold=0.5, future_k=1e9, goal_keys=("state", "reached", "target"))
+    for t in range(6):
+        o = {"state": np.zeros(2, F32), "reached": np.full(2, t, F32), "target": np.full(2, -50, F32)}
+        n = {"state": np.zeros(2, F32), "reached": np.full(2, t + 1, F32), "target": np.full(2, -50, F32)}
+        buf.add(o, np.zeros(1, F32), -1.0, False, t == 5, n)
+    b = buf.sample(200)
+    t = b.obs["reached"][:, 0]
+    g = b.obs["target"][:, 0]
+    assert np.all((g >= t + 1) & (g <= 6)), "future goals are achieved goals after steps t..e-1"
+    np.testing.assert_array_equal(b.obs_next["target"], b.obs["target"])
+    np.testing.assert_array_equal(b.rew, np.where(g == t + 1, 0.0, -1.0))
+
+
+def test_her_pickle_and_state_dict_round_trip():
+    buf = her_buffer(30, num_envs=2, strategy="future", future_k=3)
+    stream = HERStream(buf, RefBuffer(30, 2), 2, seed=2)
+    for _ in range(12):
+        stream.step(["step", "trunc"])
+    clone = pickle.loads(pickle.dumps(buf))
+    assert clone._compute_reward is asym_reward
+    a, b = buf.sample(64, n_step=2, gamma=0.9), clone.sample(64, n_step=2, gamma=0.9)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_array_equal(a.rew, b.rew)
+    np.testing.assert_array_equal(a.obs["desired_goal"], b.obs["desired_goal"])
+    check_her_batch(b, stream, "future", 2, 0.9)
+
+
+def test_her_sample_into_out_arrays():
+    buf = her_buffer(40, num_envs=2, strategy="final", future_k=1)
+    stream = HERStream(buf, RefBuffer(40, 2), 2, seed=5)
+    for _ in range(10):
+        stream.step(["step", "term"])
+    out = buf.sample(32)
+    dg = out.obs["desired_goal"]
+    for _ in range(5):
+        b = buf.sample(32, n_step=2, gamma=0.7, out=out)
+        assert b.obs["desired_goal"] is dg
+        check_her_batch(b, stream, "final", 2, 0.7)
