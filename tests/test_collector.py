@@ -230,3 +230,18 @@ def test_case6_real_buffer_stores_final_obs_of_timed_out_step() -> None:
     last = t == 2
     assert last.any() and batch.truncated[last].all() and not batch.terminated.any()
     np.testing.assert_allclose(batch.discount, 0.5)  # truncation bootstraps
+
+
+def test_async_vector_env_writes_the_same_transitions() -> None:
+    fns = [lambda i=i: CountEnv(3 + i, mixed=True) for i in range(2)]
+    sync_buf, async_buf = RecordingBuffer(), RecordingBuffer()
+    envs = gym.vector.AsyncVectorEnv(fns)
+    try:
+        for e, b in ((SyncVectorEnv(fns), sync_buf), (envs, async_buf)):
+            col = Collector(e, b)
+            col.reset(seed=5)
+            col.collect(20, policy=const_policy)
+    finally:
+        envs.close()
+    key = lambda r: (r[0], r[1].tolist(), r[3], r[4], r[5], r[6].tolist())  # noqa: E731
+    assert [key(r) for r in sync_buf.rows] == [key(r) for r in async_buf.rows]

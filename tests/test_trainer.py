@@ -299,3 +299,20 @@ def test_smoke_every_algorithm(algo_name: str, env_id: str) -> None:
     assert 200 <= last.grad_steps <= last.env_steps - 100
     assert last.eval is not None and np.isfinite(last.eval.return_mean)
     assert all(np.isfinite(v) for v in vars(last.train).values())
+
+
+def test_real_prioritized_buffer_priorities_flow_back() -> None:
+    core = real_buffers()
+    if core is None:
+        pytest.skip("needs the built rlcore core")
+    torch.manual_seed(0)
+    envs = pendulum()
+    algo = TD3.from_spaces(
+        envs.single_observation_space, envs.single_action_space, TD3Config(hidden=(16,)), device="cpu"
+    )
+    buf = core.PrioritizedReplayBuffer(2000, num_envs=2, alpha=0.6, beta=0.4, seed=0)
+    cfg = OffPolicyTrainerConfig(max_env_steps=200, collect_env_steps=20, batch_size=32, per_beta_end=1.0)
+    OffPolicyTrainer(algo, buf, envs, config=cfg).run()
+    assert buf.beta == pytest.approx(1.0)
+    weights = buf.sample(256).weights
+    assert weights is not None and weights.min() < 0.99 * weights.max()  # priorities are no longer uniform
