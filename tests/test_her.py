@@ -611,3 +611,20 @@ def test_her_sample_into_out_arrays():
         b = buf.sample(32, n_step=2, gamma=0.7, out=out)
         assert b.obs["desired_goal"] is dg
         check_her_batch(b, stream, "final", 2, 0.7)
+
+
+def test_her_compute_reward_calling_back_into_its_buffer_raises_api_usage_error():
+    holder = {}
+
+    def reentrant(ag, g, info):
+        len(holder["buf"])  # a user reward that touches its own buffer mid-sample
+        return asym_reward(ag, g, info)
+
+    buf = _bad_reward_buffer(reentrant)
+    holder["buf"] = buf
+    before = _snapshot(buf)
+    with pytest.raises(ApiUsageError):
+        buf.sample(16)
+    _assert_same(buf, before)
+    buf._compute_reward = asym_reward
+    assert buf.sample(4).rew.shape == (4,)
