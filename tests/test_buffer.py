@@ -987,13 +987,13 @@ def test_add_from_another_thread_during_large_sample_does_not_fail():
 
     def learner():
         while not stop.is_set():
-            buf.sample(20_000)
+            buf.sample(5_000)  # > 1 MiB: gathered with the GIL released
 
     th = threading.Thread(target=learner)
     th.start()
     errors = []
     try:
-        for k in range(1000, 1100):
+        for k in range(1000, 1030):
             try:
                 buf.add(np.full(64, k, F32), np.zeros(4, F32), 0.0, False, False, np.full(64, k + 1, F32))
             except Exception as e:  # noqa: BLE001 - collected and asserted below
@@ -1001,9 +1001,9 @@ def test_add_from_another_thread_during_large_sample_does_not_fail():
     finally:
         stop.set()
         th.join()
-    assert not errors, f"{len(errors)} of 100 adds failed: {errors[0]!r}"
-    assert len(buf) == 1100
-    np.testing.assert_array_equal(buf.column("obs")[1000:1101, 0], np.arange(1000, 1101))
+    assert not errors, f"{len(errors)} of 30 adds failed: {errors[0]!r}"
+    assert len(buf) == 1030
+    np.testing.assert_array_equal(buf.column("obs")[1000:1031, 0], np.arange(1000, 1031))
 
 
 @pytest.mark.xfail(
