@@ -703,8 +703,32 @@ def test_load_missing_manifest_raises_save_file_error(tmp_path):
         lambda m: json.dumps({**m, "data_dir": "data-missing"}),
         lambda m: json.dumps({**m, "config": {**m["config"], "kind": "weird"}}),
         lambda m: json.dumps({**m, "config": {**m["config"], "capacity": m["config"]["capacity"] + 3}}),
+        lambda m: json.dumps({**m, "files": {k: v for k, v in m["files"].items() if k != "rng"}}),
+        lambda m: json.dumps({**m, "schema": {**m["schema"], "obs": [["obs", "float64", [2]]]}}),
+        lambda m: json.dumps([m]),
+        lambda m: json.dumps({**m, "data_dir": "../"}),
+        *[
+            pytest.param(
+                f,
+                marks=pytest.mark.xfail(
+                    strict=True,
+                    reason="BUG: a structurally malformed manifest (bad config/schema/files values) raises "
+                    "KeyError/TypeError/AttributeError/DTypeError/InvalidValueError instead of SaveFileError",
+                ),
+                id=i,
+            )
+            for i, f in [
+                ("schema-unknown-dtype", lambda m: json.dumps({**m, "schema": {**m["schema"], "obs": [["obs", "complex", [2]]]}})),
+                ("schema-not-list", lambda m: json.dumps({**m, "schema": {**m["schema"], "obs": 5}})),
+                ("config-no-capacity", lambda m: json.dumps({**m, "config": {"kind": "replay", "num_envs": 3}})),
+                ("config-negative-capacity", lambda m: json.dumps({**m, "config": {**m["config"], "capacity": -4}})),
+                ("files-not-dict", lambda m: json.dumps({**m, "files": list(m["files"])})),
+            ]
+        ],
     ],
-    ids=["not-json", "format", "version", "no-files", "no-data-dir", "kind", "capacity"],
+    ids=["not-json", "format", "version", "no-files", "no-data-dir", "kind", "capacity", "file-entry-missing",
+         "schema-dtype", "manifest-not-dict", "data-dir-outside", "schema-unknown-dtype", "schema-not-list",
+         "config-no-capacity", "config-negative-capacity", "files-not-dict"],
 )
 def test_load_corrupt_manifest_raises_save_file_error(tmp_path, corrupt):
     root, manifest = _saved(tmp_path)
