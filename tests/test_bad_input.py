@@ -448,3 +448,31 @@ def test_extra_column_named_flags_is_rejected_or_reachable():
         assert b._schema() == ([], [])
         return
     assert b.column("flags")[0] == 7
+
+
+def _her_state():
+    b = rlcore.HERReplayBuffer(20, num_envs=2, seed=0, distance_threshold=0.1, strategy="episode")
+    for t in range(7):
+        o = {"observation": np.full((2, 2), t, F32), "achieved_goal": np.full((2, 2), t, F32), "desired_goal": np.zeros((2, 2), F32)}
+        n = {k: v + 1 if k != "desired_goal" else v for k, v in o.items()}
+        b.add(o, np.zeros((2, 1), F32), np.ones(2), np.zeros(2, bool), np.array([t % 3 == 2] * 2), n)
+    return b
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: load_state_dict/load validate flags, ep_id and n_trans but not the episode records "
+    "(ep_start, ep_end) nor env.head/env.next_ep against them; such a corrupt state loads and later "
+    "gives wrong episode bounds and HER goals instead of SaveFileError",
+)
+@pytest.mark.parametrize(
+    "part,delta",
+    [("ep_start", 3), ("ep_start", -1), ("ep_end", -2), ("env.head", 100), ("env.next_ep", 5)],
+)
+def test_load_state_dict_with_inconsistent_episode_index_raises_save_file_error(part, delta):
+    src = _her_state()
+    state = src.state_dict()
+    a = state["arrays"][part]
+    state["arrays"][part] = (a.astype(np.int64) + delta).astype(a.dtype)
+    dst = rlcore.HERReplayBuffer(20, num_envs=2, seed=0, distance_threshold=0.1, strategy="episode")
+    rejects(dst, SaveFileError, OSError, lambda: dst.load_state_dict(state))
