@@ -155,7 +155,11 @@ class RefBuffer:
             if mask is not None and not mask[e]:
                 rows.append(-1)
                 continue
-            pick = (lambda x, e=e: {k: v[e] for k, v in x.items()}) if isinstance(obs, dict) else (lambda x, e=e: x[e])
+            pick = (
+                (lambda x, e=e: {k: v[e] for k, v in x.items()})
+                if isinstance(obs, dict)
+                else (lambda x, e=e: x[e])
+            )
             ex = {k: v[e] for k, v in (extras or {}).items()}
             a, done = self.envs[e].add(pick(obs), act[e], rew[e], term[e], trunc[e], pick(obs_next), ex)
             rows.append(self.phys(e, a))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import rlcore
 from rlcore.errors import (
     ApiUsageError,
@@ -60,7 +59,15 @@ def step(k=0, n=N):
 
 
 def add(buf, **kw):
-    return buf.add(kw.pop("obs"), kw.pop("act"), kw.pop("rew"), kw.pop("terminated"), kw.pop("truncated"), kw.pop("obs_next"), **kw)
+    return buf.add(
+        kw.pop("obs"),
+        kw.pop("act"),
+        kw.pop("rew"),
+        kw.pop("terminated"),
+        kw.pop("truncated"),
+        kw.pop("obs_next"),
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -125,7 +132,17 @@ def test_add_single_env_step_without_leading_dim_to_vector_buffer_raises_shape_e
         ("info", np.zeros(N, F32)),  # float into an int32 extra
         ("info", np.array([-1, 2], np.float64)),
     ],
-    ids=["float-act", "float-list-act", "object-act", "object-obs", "str-act", "str-rew", "float-flags", "float-extra", "f64-extra"],
+    ids=[
+        "float-act",
+        "float-list-act",
+        "object-act",
+        "object-obs",
+        "str-act",
+        "str-rew",
+        "float-flags",
+        "float-extra",
+        "f64-extra",
+    ],
 )
 def test_add_unsafe_dtype_raises_dtype_error(buf, field, value):
     rejects(buf, DTypeError, TypeError, lambda: add(buf, **bad(**{field: value})))
@@ -134,7 +151,12 @@ def test_add_unsafe_dtype_raises_dtype_error(buf, field, value):
 def test_add_signed_into_unsigned_column_raises_dtype_error():
     b = rlcore.ReplayBuffer(10, seed=0)
     b.add(np.zeros(2, np.uint8), np.zeros(1, F32), 0.0, False, False, np.ones(2, np.uint8))
-    rejects(b, DTypeError, TypeError, lambda: b.add(np.ones(2, np.int16), np.zeros(1, F32), 0.0, False, False, np.full(2, -3, np.int16)))
+    rejects(
+        b,
+        DTypeError,
+        TypeError,
+        lambda: b.add(np.ones(2, np.int16), np.zeros(1, F32), 0.0, False, False, np.full(2, -3, np.int16)),
+    )
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
@@ -146,7 +168,12 @@ def test_add_non_finite_reward_raises_invalid_value(buf, value):
 def test_add_non_finite_reward_as_python_float_single_env(value):
     b = rlcore.ReplayBuffer(6, seed=0)
     b.add(np.zeros(2, F32), 0, 0.0, False, False, np.ones(2, F32))
-    rejects(b, InvalidValueError, ValueError, lambda: b.add(np.ones(2, F32), 0, value, False, False, np.ones(2, F32) * 2))
+    rejects(
+        b,
+        InvalidValueError,
+        ValueError,
+        lambda: b.add(np.ones(2, F32), 0, value, False, False, np.ones(2, F32) * 2),
+    )
 
 
 def test_add_missing_extra_raises_api_usage_error(buf):
@@ -198,13 +225,20 @@ def dict_buf():
 )
 def test_add_array_or_wrong_keys_to_dict_buffer_raises_shape_error(dict_buf, obs):
     z = np.zeros(N, bool)
-    rejects(dict_buf, ShapeError, ValueError, lambda: dict_buf.add(obs, np.zeros(N, np.int64), np.ones(N), z, z, obs))
+    rejects(
+        dict_buf,
+        ShapeError,
+        ValueError,
+        lambda: dict_buf.add(obs, np.zeros(N, np.int64), np.ones(N), z, z, obs),
+    )
 
 
 def test_dict_obs_key_with_unsafe_dtype_raises_dtype_error(dict_buf):
     o = {"a": np.zeros((N, 2), F32), "b": np.zeros((N, 1), F32)}
     z = np.zeros(N, bool)
-    rejects(dict_buf, DTypeError, TypeError, lambda: dict_buf.add(o, np.zeros(N, np.int64), np.ones(N), z, z, o))
+    rejects(
+        dict_buf, DTypeError, TypeError, lambda: dict_buf.add(o, np.zeros(N, np.int64), np.ones(N), z, z, o)
+    )
 
 
 @pytest.mark.parametrize(
@@ -290,11 +324,23 @@ def _out(buf, b=4, **override):
         (lambda o: o._replace(obs=np.zeros((4, 6), F32)[:, ::2]), ApiUsageError, RuntimeError),
         (lambda o: o._replace(discount=_read_only(np.zeros(4, F32))), ApiUsageError, RuntimeError),
     ],
-    ids=["rew-f64", "act-i32", "term-u8", "list", "obs-shape", "indices-len", "extra-shape", "strided", "read-only"],
+    ids=[
+        "rew-f64",
+        "act-i32",
+        "term-u8",
+        "list",
+        "obs-shape",
+        "indices-len",
+        "extra-shape",
+        "strided",
+        "read-only",
+    ],
 )
 def test_sample_bad_out_arrays_raise_and_leave_buffer_and_out_unchanged(buf, make, err, builtin):
     out = make(_out(buf))
-    keep = {f: np.array(getattr(out, f), copy=True) for f in ("obs", "obs_next", "rew", "discount", "indices")}
+    keep = {
+        f: np.array(getattr(out, f), copy=True) for f in ("obs", "obs_next", "rew", "discount", "indices")
+    }
     rejects(buf, err, builtin, lambda: buf.sample(4, out=out))
     for f, v in keep.items():
         np.testing.assert_array_equal(getattr(out, f), v, err_msg=f"out.{f} was written by a failed call")
@@ -321,7 +367,13 @@ def _read_only(a):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(capacity=1), dict(capacity=0), dict(capacity=-5), dict(capacity=3, num_envs=2), dict(capacity=8, num_envs=0)],
+    [
+        dict(capacity=1),
+        dict(capacity=0),
+        dict(capacity=-5),
+        dict(capacity=3, num_envs=2),
+        dict(capacity=8, num_envs=0),
+    ],
     ids=["1-row", "0", "negative", "1-row-per-env", "no-envs"],
 )
 def test_capacity_too_small_raises_invalid_value(kwargs):
@@ -453,7 +505,11 @@ def test_extra_column_named_flags_is_rejected_or_reachable():
 def _her_state():
     b = rlcore.HERReplayBuffer(20, num_envs=2, seed=0, distance_threshold=0.1, strategy="episode")
     for t in range(7):
-        o = {"observation": np.full((2, 2), t, F32), "achieved_goal": np.full((2, 2), t, F32), "desired_goal": np.zeros((2, 2), F32)}
+        o = {
+            "observation": np.full((2, 2), t, F32),
+            "achieved_goal": np.full((2, 2), t, F32),
+            "desired_goal": np.zeros((2, 2), F32),
+        }
         n = {k: v + 1 if k != "desired_goal" else v for k, v in o.items()}
         b.add(o, np.zeros((2, 1), F32), np.ones(2), np.zeros(2, bool), np.array([t % 3 == 2] * 2), n)
     return b

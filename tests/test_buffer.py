@@ -12,12 +12,11 @@ import weakref
 import gymnasium as gym
 import numpy as np
 import pytest
+import rlcore
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import rlcore
-from rlcore.errors import SaveFileError
 from reference import RefBuffer
+from rlcore.errors import SaveFileError
 
 F32 = np.float32
 KINDS = ("step", "step", "step", "term", "trunc", "cut", "mask")
@@ -57,7 +56,9 @@ class Stream:
         rew = (self.rng.integers(-8, 9, size=n) / 4).astype(F32)
         aux = self.rng.integers(0, 1000, size=n).astype(np.int32)
         res = self.buf.add(self._obs(obs), act, rew, term, trunc, self._obs(nxt), mask=mask, aux=aux)
-        rows, dones = self.ref.add(self._obs(obs), act, rew, term, trunc, self._obs(nxt), mask=mask, extras={"aux": aux})
+        rows, dones = self.ref.add(
+            self._obs(obs), act, rew, term, trunc, self._obs(nxt), mask=mask, extras={"aux": aux}
+        )
         assert res.indices.tolist() == rows
         assert res.done_envs.tolist() == [d[0] for d in dones]
         np.testing.assert_allclose(res.episode_returns, [d[1] for d in dones], rtol=1e-6, atol=1e-6)
@@ -121,7 +122,9 @@ def check_against_reference(buf, ref: RefBuffer, n_step: int, gamma: float, batc
         assert_obs_equal(obs_at(batch.obs_next, i), w["obs_next"], f"obs_next of row {p} (m={w['m']})")
         np.testing.assert_array_equal(batch.act[i], w["act"])
         np.testing.assert_allclose(batch.rew[i], w["rew"], rtol=1e-5, atol=1e-5, err_msg=f"rew_n of row {p}")
-        np.testing.assert_allclose(batch.discount[i], w["discount"], rtol=1e-6, atol=0, err_msg=f"discount of row {p}")
+        np.testing.assert_allclose(
+            batch.discount[i], w["discount"], rtol=1e-6, atol=0, err_msg=f"discount of row {p}"
+        )
         assert (bool(batch.terminated[i]), bool(batch.truncated[i])) == (w["terminated"], w["truncated"])
         assert set(batch.extras) == set(w["extras"])
         for k, v in w["extras"].items():
@@ -143,7 +146,9 @@ stream_params = st.fixed_dictionaries(
 @given(p=stream_params, data=st.data())
 def test_random_streams_match_reference_rows_windows_and_samples(p, data):
     n = p["num_envs"]
-    steps = data.draw(st.lists(st.lists(st.sampled_from(KINDS), min_size=n, max_size=n), min_size=1, max_size=40))
+    steps = data.draw(
+        st.lists(st.lists(st.sampled_from(KINDS), min_size=n, max_size=n), min_size=1, max_size=40)
+    )
     buf = rlcore.ReplayBuffer(p["seg"] * n, num_envs=n, seed=p["seed"])
     ref = RefBuffer(p["seg"] * n, n)
     stream = Stream(buf, ref, n, seed=p["seed"])
@@ -158,7 +163,9 @@ def test_random_streams_match_reference_rows_windows_and_samples(p, data):
 @given(p=stream_params, data=st.data())
 def test_random_streams_with_dict_observations_match_reference(p, data):
     n = p["num_envs"]
-    steps = data.draw(st.lists(st.lists(st.sampled_from(KINDS[:-1]), min_size=n, max_size=n), min_size=1, max_size=30))
+    steps = data.draw(
+        st.lists(st.lists(st.sampled_from(KINDS[:-1]), min_size=n, max_size=n), min_size=1, max_size=30)
+    )
     buf = rlcore.ReplayBuffer(p["seg"] * n, num_envs=n, seed=p["seed"])
     ref = RefBuffer(p["seg"] * n, n)
     stream = Stream(buf, ref, n, dict_obs=True, seed=p["seed"])
@@ -265,7 +272,12 @@ def _one_episode(end: str, length: int = 6, capacity: int = 16):
     for t in range(length):
         last = t == length - 1
         buf.add(
-            np.array([t], F32), np.array([t], F32), 1.0, last and end == "term", last and end == "trunc", np.array([t + 1], F32)
+            np.array([t], F32),
+            np.array([t], F32),
+            1.0,
+            last and end == "term",
+            last and end == "trunc",
+            np.array([t + 1], F32),
         )
     return buf
 
@@ -275,7 +287,12 @@ def _by_step(batch):
     out = {}
     for i in range(batch.batch_size):
         t = int(batch.obs[i, 0])
-        out[t] = (float(batch.rew[i]), float(batch.obs_next[i, 0]), float(batch.discount[i]), bool(batch.terminated[i]))
+        out[t] = (
+            float(batch.rew[i]),
+            float(batch.obs_next[i, 0]),
+            float(batch.discount[i]),
+            bool(batch.terminated[i]),
+        )
     return out
 
 
@@ -428,7 +445,9 @@ def test_timed_out_step_keeps_true_final_observation_in_vector_env():
         [lambda i=i: gym.wrappers.TimeLimit(_CounterEnv(i), max_episode_steps=limits[i]) for i in range(2)]
     )
     assert envs.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
-    buf = rlcore.ReplayBuffer.from_spaces(envs.single_observation_space, envs.single_action_space, capacity=200, num_envs=2, seed=0)
+    buf = rlcore.ReplayBuffer.from_spaces(
+        envs.single_observation_space, envs.single_action_space, capacity=200, num_envs=2, seed=0
+    )
     obs, _ = envs.reset(seed=0)
     autoreset = np.zeros(2, bool)
     n_real = 0
@@ -524,8 +543,14 @@ def test_extras_columns_are_stored_and_sampled_at_step_t():
     for t in range(6):
         o = np.array([[t, 0], [t, 1]], F32)
         buf.add(
-            o, np.zeros((2, 1), F32), np.zeros(2, F32), np.zeros(2, bool), np.zeros(2, bool), o + [1, 0],
-            logp=np.array([t * 0.5, -t * 0.5], np.float64), mask_bits=np.array([[t, 1, 0], [0, 1, t]], np.uint8),
+            o,
+            np.zeros((2, 1), F32),
+            np.zeros(2, F32),
+            np.zeros(2, bool),
+            np.zeros(2, bool),
+            o + [1, 0],
+            logp=np.array([t * 0.5, -t * 0.5], np.float64),
+            mask_bits=np.array([[t, 1, 0], [0, 1, t]], np.uint8),
         )
     assert buf.column("logp").dtype == np.float64 and buf.column("mask_bits").shape == (20, 3)
     b = buf.sample(100)
@@ -542,7 +567,7 @@ def test_dict_obs_key_order_of_obs_next_does_not_matter():
     a, b = np.zeros(2, F32), np.zeros(1, F32)
     buf.add({"a": a, "b": b}, np.zeros(1, F32), 0.0, False, False, {"b": b + 1, "a": a + 1})
     assert len(buf) == 1
-    np.testing.assert_array_equal(buf.sample(1).obs_next["a"], [1, 1])
+    np.testing.assert_array_equal(buf.sample(1).obs_next["a"][0], [1, 1])
 
 
 def test_dict_obs_key_order_after_first_add_does_not_matter():
@@ -557,7 +582,11 @@ def test_dict_obs_key_order_after_first_add_does_not_matter():
 
 def test_from_spaces_declares_columns_before_any_add():
     obs_space = gym.spaces.Dict(
-        {"pos": gym.spaces.Box(-1, 1, (3,), F32), "grid": gym.spaces.MultiBinary(4), "k": gym.spaces.Discrete(5)}
+        {
+            "pos": gym.spaces.Box(-1, 1, (3,), F32),
+            "grid": gym.spaces.MultiBinary(4),
+            "k": gym.spaces.Discrete(5),
+        }
     )
     buf = rlcore.ReplayBuffer.from_spaces(
         obs_space, gym.spaces.Discrete(3), capacity=12, num_envs=2, seed=0, extras={"logp": ((), np.float32)}
@@ -718,17 +747,41 @@ def test_load_missing_manifest_raises_save_file_error(tmp_path):
                 id=i,
             )
             for i, f in [
-                ("schema-unknown-dtype", lambda m: json.dumps({**m, "schema": {**m["schema"], "obs": [["obs", "complex", [2]]]}})),
+                (
+                    "schema-unknown-dtype",
+                    lambda m: json.dumps({**m, "schema": {**m["schema"], "obs": [["obs", "complex", [2]]]}}),
+                ),
                 ("schema-not-list", lambda m: json.dumps({**m, "schema": {**m["schema"], "obs": 5}})),
-                ("config-no-capacity", lambda m: json.dumps({**m, "config": {"kind": "replay", "num_envs": 3}})),
-                ("config-negative-capacity", lambda m: json.dumps({**m, "config": {**m["config"], "capacity": -4}})),
+                (
+                    "config-no-capacity",
+                    lambda m: json.dumps({**m, "config": {"kind": "replay", "num_envs": 3}}),
+                ),
+                (
+                    "config-negative-capacity",
+                    lambda m: json.dumps({**m, "config": {**m["config"], "capacity": -4}}),
+                ),
                 ("files-not-dict", lambda m: json.dumps({**m, "files": list(m["files"])})),
             ]
         ],
     ],
-    ids=["not-json", "format", "version", "no-files", "no-data-dir", "kind", "capacity", "file-entry-missing",
-         "schema-dtype", "manifest-not-dict", "data-dir-outside", "schema-unknown-dtype", "schema-not-list",
-         "config-no-capacity", "config-negative-capacity", "files-not-dict"],
+    ids=[
+        "not-json",
+        "format",
+        "version",
+        "no-files",
+        "no-data-dir",
+        "kind",
+        "capacity",
+        "file-entry-missing",
+        "schema-dtype",
+        "manifest-not-dict",
+        "data-dir-outside",
+        "schema-unknown-dtype",
+        "schema-not-list",
+        "config-no-capacity",
+        "config-negative-capacity",
+        "files-not-dict",
+    ],
 )
 def test_load_corrupt_manifest_raises_save_file_error(tmp_path, corrupt):
     root, manifest = _saved(tmp_path)
@@ -737,7 +790,9 @@ def test_load_corrupt_manifest_raises_save_file_error(tmp_path, corrupt):
         rlcore.ReplayBuffer.load(root)
 
 
-@pytest.mark.parametrize("damage", ["delete", "truncate", "garbage", "wrong-shape", "wrong-dtype", "bad-flags"])
+@pytest.mark.parametrize(
+    "damage", ["delete", "truncate", "garbage", "wrong-shape", "wrong-dtype", "bad-flags"]
+)
 def test_load_missing_or_corrupt_npy_raises_save_file_error(tmp_path, damage):
     root, manifest = _saved(tmp_path)
     data = root / manifest["data_dir"]
@@ -864,7 +919,9 @@ def test_to_torch_is_zero_copy_on_cpu():
     data=st.data(),
 )
 def test_from_arrays_equals_step_by_step_adds(t_len, cap_extra, dict_obs, seed, data):
-    kinds = data.draw(st.lists(st.sampled_from(("step", "step", "term", "trunc", "cut")), min_size=t_len, max_size=t_len))
+    kinds = data.draw(
+        st.lists(st.sampled_from(("step", "step", "term", "trunc", "cut")), min_size=t_len, max_size=t_len)
+    )
     rng = np.random.default_rng(seed)
     obs = np.empty((t_len, 2), F32)
     nxt = np.empty((t_len, 2), F32)
@@ -881,16 +938,25 @@ def test_from_arrays_equals_step_by_step_adds(t_len, cap_extra, dict_obs, seed, 
     wrap = (lambda x: {"x": x, "y": x[:, :1] * 2}) if dict_obs else (lambda x: x)
     needed = t_len + 1 + int(((term | trunc)[:-1]).sum()) + int((kinds[1:] == "cut").sum())
     capacity = max(2, needed + cap_extra)
-    off = rlcore.ReplayBuffer.from_arrays(wrap(obs), act, rew, term, trunc, wrap(nxt), capacity=capacity, seed=seed, extras={"e": extra})
+    off = rlcore.ReplayBuffer.from_arrays(
+        wrap(obs), act, rew, term, trunc, wrap(nxt), capacity=capacity, seed=seed, extras={"e": extra}
+    )
     online = rlcore.ReplayBuffer(capacity, seed=seed)
     ref = RefBuffer(capacity, 1)
     for t in range(t_len):
         one = (lambda x, t=t: {k: v[t] for k, v in x.items()}) if dict_obs else (lambda x, t=t: x[t])
         online.add(one(wrap(obs)), act[t], rew[t], term[t], trunc[t], one(wrap(nxt)), e=extra[t])
         ref.add(
-            (lambda x, t=t: {k: v[t : t + 1] for k, v in x.items()})(wrap(obs)) if dict_obs else obs[t : t + 1],
-            act[t : t + 1], rew[t : t + 1], term[t : t + 1], trunc[t : t + 1],
-            (lambda x, t=t: {k: v[t : t + 1] for k, v in x.items()})(wrap(nxt)) if dict_obs else nxt[t : t + 1],
+            (lambda x, t=t: {k: v[t : t + 1] for k, v in x.items()})(wrap(obs))
+            if dict_obs
+            else obs[t : t + 1],
+            act[t : t + 1],
+            rew[t : t + 1],
+            term[t : t + 1],
+            trunc[t : t + 1],
+            (lambda x, t=t: {k: v[t : t + 1] for k, v in x.items()})(wrap(nxt))
+            if dict_obs
+            else nxt[t : t + 1],
             extras={"e": extra[t : t + 1]},
         )
     s_off, s_on = off.state_dict(), online.state_dict()
@@ -971,7 +1037,15 @@ def test_masked_envs_write_nothing_and_report_minus_one():
     z = np.zeros(3, bool)
     res = buf.add(o, np.zeros(3, np.int64), np.ones(3), z, z, o + 1, mask=np.array([False, False, False]))
     assert res.indices.tolist() == [-1, -1, -1] and len(buf) == 0
-    res = buf.add(o, np.zeros(3, np.int64), np.ones(3), z, np.array([0, 1, 0], bool), o + 1, mask=np.array([True, True, False]))
+    res = buf.add(
+        o,
+        np.zeros(3, np.int64),
+        np.ones(3),
+        z,
+        np.array([0, 1, 0], bool),
+        o + 1,
+        mask=np.array([True, True, False]),
+    )
     assert res.indices.tolist() == [0, 4, -1] and res.done_envs.tolist() == [1] and len(buf) == 2
     assert buf.last_index().tolist() == [0, 4, -1]
 
@@ -1030,11 +1104,6 @@ def test_add_from_another_thread_during_large_sample_does_not_fail():
     np.testing.assert_array_equal(buf.column("obs")[1000:1031, 0], np.arange(1000, 1031))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: PrioritizedReplayBuffer.load / HERReplayBuffer.load of a plain ReplayBuffer save return a "
-    "plain ReplayBuffer (not an instance of the class asked for) instead of raising SaveFileError",
-)
 @pytest.mark.parametrize("cls", [rlcore.PrioritizedReplayBuffer, rlcore.HERReplayBuffer])
 def test_loading_a_save_as_a_more_specific_class_raises_save_file_error(tmp_path, cls):
     buf = _wrapped()
@@ -1081,13 +1150,15 @@ def test_uniform_sampling_is_uniform_over_transitions_of_unequally_filled_envs()
     assert chi2_stat(counts[rows], expected) < chi2_critical(len(rows) - 1)
 
 
-@pytest.mark.parametrize("nbytes", [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 300])
+@pytest.mark.parametrize(
+    "nbytes", [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 300]
+)
 def test_gather_copies_rows_of_every_size_exactly(nbytes):
     """The sampler copies short rows with fixed-size moves; every size must come out exact."""
     rng = np.random.default_rng(nbytes)
     n = 3
     buf = rlcore.ReplayBuffer(60, num_envs=n, seed=nbytes)
-    stored_obs, stored_act = {}, {}
+    stored_act = {}
     obs = rng.integers(0, 256, size=(n, nbytes), dtype=np.uint8)
     for k in range(25):
         act = rng.integers(-128, 128, size=(n, nbytes), dtype=np.int8)

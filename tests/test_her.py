@@ -9,11 +9,10 @@ import pickle
 import gymnasium as gym
 import numpy as np
 import pytest
+import rlcore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import RefBuffer, chi2_critical, chi2_stat, fetch_reward
-
-import rlcore
 from rlcore.errors import ApiUsageError, DTypeError, InvalidValueError, RlcoreError, ShapeError
 
 F32 = np.float32
@@ -84,7 +83,9 @@ class HERStream:
 
 def her_buffer(capacity, num_envs=1, *, reward="python", seed=0, **kw):
     if reward == "python":
-        return rlcore.HERReplayBuffer(capacity, num_envs=num_envs, seed=seed, compute_reward=asym_reward, **kw)
+        return rlcore.HERReplayBuffer(
+            capacity, num_envs=num_envs, seed=seed, compute_reward=asym_reward, **kw
+        )
     return rlcore.HERReplayBuffer(capacity, num_envs=num_envs, seed=seed, distance_threshold=reward, **kw)
 
 
@@ -106,7 +107,9 @@ def check_her_batch(batch, stream: HERStream, strategy, n_step, gamma, reward="p
         np.testing.assert_array_equal(batch.act[i], w["act"])
         np.testing.assert_allclose(batch.discount[i], w["discount"], rtol=1e-6)
         g = batch.obs["desired_goal"][i]
-        np.testing.assert_array_equal(batch.obs_next["desired_goal"][i], g, err_msg="the new goal must be in obs_next too")
+        np.testing.assert_array_equal(
+            batch.obs_next["desired_goal"][i], g, err_msg="the new goal must be in obs_next too"
+        )
         if g[0] < 0:  # stored goal: not relabeled
             relabeled.append(False)
             np.testing.assert_array_equal(g, w["obs"]["desired_goal"])
@@ -131,7 +134,9 @@ def check_her_batch(batch, stream: HERStream, strategy, n_step, gamma, reward="p
         ags = np.stack([env.rows[t + k + 1].obs["achieved_goal"] for k in range(w["m"])])
         r = asym_reward(ags, g[None], {}) if reward == "python" else fetch_reward(ags, g[None], reward)
         want = sum(gamma**k * float(r[k]) for k in range(w["m"]))
-        np.testing.assert_allclose(batch.rew[i], want, rtol=1e-4, atol=1e-3, err_msg=f"relabeled reward of row {p}")
+        np.testing.assert_allclose(
+            batch.rew[i], want, rtol=1e-4, atol=1e-3, err_msg=f"relabeled reward of row {p}"
+        )
     return relabeled, picks
 
 
@@ -151,7 +156,11 @@ HER_KINDS = ("step", "step", "step", "term", "trunc", "cut")
 )
 def test_her_random_streams_match_reference(num_envs, seg, strategy, n_step, gamma, reward, seed, data):
     steps = data.draw(
-        st.lists(st.lists(st.sampled_from(HER_KINDS), min_size=num_envs, max_size=num_envs), min_size=1, max_size=30)
+        st.lists(
+            st.lists(st.sampled_from(HER_KINDS), min_size=num_envs, max_size=num_envs),
+            min_size=1,
+            max_size=30,
+        )
     )
     buf = her_buffer(seg * num_envs, num_envs, reward=reward, seed=seed, strategy=strategy, future_k=3)
     stream = HERStream(buf, RefBuffer(seg * num_envs, num_envs), num_envs, seed=seed)
@@ -258,8 +267,16 @@ def _counting_episode(strategy, reward_fn, length=5, **kw):
     """One episode whose achieved goal after step t is t + 1 (ag(o_t) = t)."""
     buf = rlcore.HERReplayBuffer(32, seed=0, strategy=strategy, compute_reward=reward_fn, **kw)
     for t in range(length):
-        o = {"observation": np.zeros(1, F32), "achieved_goal": np.full(1, t, F32), "desired_goal": np.full(1, -100, F32)}
-        n = {"observation": np.zeros(1, F32), "achieved_goal": np.full(1, t + 1, F32), "desired_goal": np.full(1, -100, F32)}
+        o = {
+            "observation": np.zeros(1, F32),
+            "achieved_goal": np.full(1, t, F32),
+            "desired_goal": np.full(1, -100, F32),
+        }
+        n = {
+            "observation": np.zeros(1, F32),
+            "achieved_goal": np.full(1, t + 1, F32),
+            "desired_goal": np.full(1, -100, F32),
+        }
         buf.add(o, np.zeros(1, F32), 0.0, False, t == length - 1, n)
     return buf
 
@@ -381,7 +398,10 @@ def test_her_save_load_round_trip_gives_same_samples(tmp_path, reward, prioritiz
     else:
         loaded = rlcore.HERReplayBuffer.load(tmp_path / "her")
     assert (loaded.strategy, loaded.future_k, loaded.distance_threshold, loaded.prioritized) == (
-        "episode", 2.5, None if reward == "python" else 0.5, prioritized,
+        "episode",
+        2.5,
+        None if reward == "python" else 0.5,
+        prioritized,
     )
     for n_step in (1, 2):
         a, b = buf.sample(64, n_step=n_step, gamma=0.9), loaded.sample(64, n_step=n_step, gamma=0.9)
@@ -413,7 +433,11 @@ def test_fetchreach_smoke_with_env_compute_reward():
         env.observation_space, env.action_space, capacity=1000, seed=0, compute_reward=compute_reward
     )
     native = rlcore.HERReplayBuffer.from_spaces(
-        env.observation_space, env.action_space, capacity=1000, seed=0, distance_threshold=env.unwrapped.distance_threshold
+        env.observation_space,
+        env.action_space,
+        capacity=1000,
+        seed=0,
+        distance_threshold=env.unwrapped.distance_threshold,
     )
     obs, _ = env.reset(seed=0)
     env.action_space.seed(0)
@@ -454,7 +478,9 @@ def _assert_same(buf, before):
         np.testing.assert_array_equal(arrays[k], v, err_msg=k)
 
 
-def _goal_obs(ag_shape=(3,), dg_shape=(3,), keys=("observation", "achieved_goal", "desired_goal"), dg_dtype=F32):
+def _goal_obs(
+    ag_shape=(3,), dg_shape=(3,), keys=("observation", "achieved_goal", "desired_goal"), dg_dtype=F32
+):
     shapes = {"observation": (2,), "achieved_goal": ag_shape, "desired_goal": dg_shape}
     return {k: np.zeros(shapes.get(k, (1,)), dg_dtype if k == "desired_goal" else F32) for k in keys}
 
@@ -484,16 +510,24 @@ def test_her_first_add_with_bad_goal_keys_raises_shape_error_and_leaves_buffer_e
 
 def test_her_native_reward_needs_float_goals():
     buf = her_buffer(20, reward=0.1)
-    obs = {"observation": np.zeros(2, F32), "achieved_goal": np.zeros(3, np.int32), "desired_goal": np.zeros(3, np.int32)}
+    obs = {
+        "observation": np.zeros(2, F32),
+        "achieved_goal": np.zeros(3, np.int32),
+        "desired_goal": np.zeros(3, np.int32),
+    }
     with pytest.raises(DTypeError):
         buf.add(obs, np.zeros(1, F32), 0.0, False, False, obs)
     assert buf._schema() == ([], [])
 
 
 def test_her_from_spaces_without_goal_keys_raises_shape_error():
-    space = gym.spaces.Dict({"observation": gym.spaces.Box(-1, 1, (2,)), "achieved_goal": gym.spaces.Box(-1, 1, (3,))})
+    space = gym.spaces.Dict(
+        {"observation": gym.spaces.Box(-1, 1, (2,)), "achieved_goal": gym.spaces.Box(-1, 1, (3,))}
+    )
     with pytest.raises(ShapeError):
-        rlcore.HERReplayBuffer.from_spaces(space, gym.spaces.Box(-1, 1, (2,)), capacity=10, distance_threshold=0.1)
+        rlcore.HERReplayBuffer.from_spaces(
+            space, gym.spaces.Box(-1, 1, (2,)), capacity=10, distance_threshold=0.1
+        )
 
 
 @pytest.mark.parametrize(
@@ -536,7 +570,9 @@ def _bad_reward_buffer(fn):
     ],
     ids=["per-dim", "too-long", "column", "strings", "complex", "none", "nan"],
 )
-def test_her_compute_reward_returning_wrong_shape_or_dtype_raises_and_leaves_buffer_unchanged(fn, err, builtin):
+def test_her_compute_reward_returning_wrong_shape_or_dtype_raises_and_leaves_buffer_unchanged(
+    fn, err, builtin
+):
     buf = _bad_reward_buffer(fn)
     before = _snapshot(buf)
     with pytest.raises(err) as info:
@@ -573,7 +609,9 @@ def test_her_add_with_missing_goal_key_after_first_add_raises_shape_error():
 
 
 def test_her_custom_goal_keys():
-    buf = rlcore.HERReplayBuffer(40, seed=0, distance_threshold=0.5, future_k=1e9, goal_keys=("state", "reached", "target"))
+    buf = rlcore.HERReplayBuffer(
+        40, seed=0, distance_threshold=0.5, future_k=1e9, goal_keys=("state", "reached", "target")
+    )
     for t in range(6):
         o = {"state": np.zeros(2, F32), "reached": np.full(2, t, F32), "target": np.full(2, -50, F32)}
         n = {"state": np.zeros(2, F32), "reached": np.full(2, t + 1, F32), "target": np.full(2, -50, F32)}

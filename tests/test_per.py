@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference import RefBuffer, chi2_critical, chi2_stat, per_weights
-from test_buffer import Stream, check_against_reference
-
 import rlcore
+from reference import RefBuffer, chi2_critical, chi2_stat, per_weights
 from rlcore.errors import DTypeError, InvalidValueError, RlcoreError, ShapeError
+from test_buffer import Stream, check_against_reference
 
 F32 = np.float32
 
 
 def _per(capacity=64, num_envs=2, steps=20, alpha=0.6, beta=0.4, eps=1e-6, seed=0, done_every=7):
-    buf = rlcore.PrioritizedReplayBuffer(capacity, num_envs=num_envs, alpha=alpha, beta=beta, eps=eps, seed=seed)
+    buf = rlcore.PrioritizedReplayBuffer(
+        capacity, num_envs=num_envs, alpha=alpha, beta=beta, eps=eps, seed=seed
+    )
     ref = RefBuffer(capacity, num_envs)
     stream = Stream(buf, ref, num_envs, seed=seed)
     for k in range(steps):
@@ -33,7 +34,9 @@ def test_new_transitions_get_running_max_priority_and_updates_apply_alpha():
     rows = _transitions(buf)
     np.testing.assert_array_equal(buf.priorities(rows), 1.0)
     buf.update_priorities(rows[:2], np.array([4.0, 0.25]))
-    np.testing.assert_allclose(buf.priorities(rows[:2]), [(4 + 1e-6) ** 0.5, (0.25 + 1e-6) ** 0.5], rtol=1e-12)
+    np.testing.assert_allclose(
+        buf.priorities(rows[:2]), [(4 + 1e-6) ** 0.5, (0.25 + 1e-6) ** 0.5], rtol=1e-12
+    )
     stream.step(["step", "step"])
     new = np.setdiff1d(_transitions(buf), rows)
     np.testing.assert_allclose(buf.priorities(new), (4 + 1e-6) ** 0.5, rtol=1e-12)
@@ -147,7 +150,9 @@ def test_changing_beta_changes_weights_on_vector_buffer():
         buf.beta = sched(step)
         s = buf.sample(64)
         np.testing.assert_allclose(
-            s.weights, per_weights(buf.priorities(np.arange(buf.capacity)), buf.priorities(s.indices), sched(step)), rtol=1e-5
+            s.weights,
+            per_weights(buf.priorities(np.arange(buf.capacity)), buf.priorities(s.indices), sched(step)),
+            rtol=1e-5,
         )
         if last is not None:
             assert not np.allclose(np.sort(s.weights), np.sort(last)) or np.all(s.weights == 1)
@@ -162,7 +167,11 @@ def _her_per(beta=0.4, seed=0):
     rng = np.random.default_rng(seed)
     for t in range(20):
         ag = rng.normal(size=(2, 3)).astype(F32)
-        obs = {"observation": rng.normal(size=(2, 4)).astype(F32), "achieved_goal": ag, "desired_goal": np.zeros((2, 3), F32)}
+        obs = {
+            "observation": rng.normal(size=(2, 4)).astype(F32),
+            "achieved_goal": ag,
+            "desired_goal": np.zeros((2, 3), F32),
+        }
         nxt = {
             "observation": rng.normal(size=(2, 4)).astype(F32),
             "achieved_goal": rng.normal(size=(2, 3)).astype(F32),
@@ -185,7 +194,9 @@ def test_changing_beta_changes_weights_on_her_buffer():
     assert not np.allclose(a.weights, b.weights)
     for s, beta in ((a, 0.4), (b, 0.9)):
         np.testing.assert_allclose(
-            s.weights, per_weights(buf.priorities(np.arange(buf.capacity)), buf.priorities(s.indices), beta), rtol=1e-5
+            s.weights,
+            per_weights(buf.priorities(np.arange(buf.capacity)), buf.priorities(s.indices), beta),
+            rtol=1e-5,
         )
 
 
@@ -221,10 +232,24 @@ def _assert_prio_unchanged(buf, before):
         (np.array([0.0, 1.0]), [1.0, 1.0], DTypeError, TypeError),
         ([0, 1], np.array(["a", "b"]), DTypeError, TypeError),
     ],
-    ids=["negative", "nan", "inf", "-inf", "past-end", "negative-index", "too-many-idx", "too-few-idx",
-         "2-d-idx", "2-d-prio", "float-idx", "str-prio"],
+    ids=[
+        "negative",
+        "nan",
+        "inf",
+        "-inf",
+        "past-end",
+        "negative-index",
+        "too-many-idx",
+        "too-few-idx",
+        "2-d-idx",
+        "2-d-prio",
+        "float-idx",
+        "str-prio",
+    ],
 )
-def test_update_priorities_bad_input_raises_and_leaves_priorities_unchanged(indices, priorities, err, builtin):
+def test_update_priorities_bad_input_raises_and_leaves_priorities_unchanged(
+    indices, priorities, err, builtin
+):
     buf, _, _ = _per(capacity=64)
     rows = _transitions(buf)
     buf.update_priorities(rows, np.linspace(0.5, 3, len(rows)))
@@ -288,14 +313,16 @@ def test_huge_priorities_that_overflow_the_tree_total_are_rejected_or_sampled_co
 def test_prioritized_nstep_samples_match_reference(n_step):
     buf, ref, stream = _per(capacity=30, num_envs=3, steps=25, done_every=6)
     rng = np.random.default_rng(0)
-    for k in range(15):
+    for _k in range(15):
         stream.step(list(rng.choice(["step", "step", "term", "trunc", "cut"], size=3)))
         rows = _transitions(buf)
         buf.update_priorities(rows, rng.exponential(size=len(rows)))
     check_against_reference(buf, ref, n_step, 0.9)
     b = buf.sample(64, n_step=n_step, gamma=0.9)
     np.testing.assert_allclose(
-        b.weights, per_weights(buf.priorities(np.arange(buf.capacity)), buf.priorities(b.indices), 0.4), rtol=1e-5
+        b.weights,
+        per_weights(buf.priorities(np.arange(buf.capacity)), buf.priorities(b.indices), 0.4),
+        rtol=1e-5,
     )
 
 

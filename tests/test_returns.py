@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import rlcore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import gae, nstep_returns
-
-import rlcore
 from rlcore.errors import DTypeError, InvalidValueError, RlcoreError, ShapeError
 
 F32 = np.float32
@@ -40,11 +39,15 @@ def test_gae_matches_reference(r):
     np.testing.assert_allclose(adv, want_adv, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(ret, want_ret, rtol=1e-4, atol=1e-4)
     # 1-d input is one env
-    a1, r1 = rlcore.compute_gae(rew[:, 0], values[:, 0], next_values[:, 0], term[:, 0], trunc[:, 0], gamma, lam)
+    a1, r1 = rlcore.compute_gae(
+        rew[:, 0], values[:, 0], next_values[:, 0], term[:, 0], trunc[:, 0], gamma, lam
+    )
     assert a1.shape == (rew.shape[0],)
     np.testing.assert_allclose(a1, want_adv[:, 0], rtol=1e-4, atol=1e-4)
     # integer 0/1 flags mean the same as bool flags
-    a2, _ = rlcore.compute_gae(rew, values, next_values, term.astype(np.int64), trunc.astype(np.uint8), gamma, lam)
+    a2, _ = rlcore.compute_gae(
+        rew, values, next_values, term.astype(np.int64), trunc.astype(np.uint8), gamma, lam
+    )
     np.testing.assert_array_equal(a2, adv)
 
 
