@@ -532,3 +532,35 @@ def test_load_state_dict_with_inconsistent_episode_index_raises_save_file_error(
     state["arrays"][part] = (a.astype(np.int64) + delta).astype(a.dtype)
     dst = rlcore.HERReplayBuffer(20, num_envs=2, seed=0, distance_threshold=0.1, strategy="episode")
     rejects(dst, SaveFileError, OSError, lambda: dst.load_state_dict(state))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: an impossible allocation aborts the interpreter (Rust alloc failure -> SIGABRT): "
+    "ReplayBuffer(10**15), or ReplayBuffer(10**7) whose first add brings 40 MB observations; "
+    "ReplayBuffer(2**62) raises pyo3's PanicException ('capacity overflow'); expected a typed error "
+    "(MemoryError / InvalidValueError)",
+)
+@pytest.mark.parametrize(
+    "call",
+    [
+        "rlcore.ReplayBuffer(10**15)",
+        "rlcore.ReplayBuffer(2**62)",
+        "rlcore.ReplayBuffer(10**7).add(np.zeros(10**7, np.float32), 0, 0.0, False, False, np.zeros(10**7, np.float32))",
+    ],
+    ids=["1e15-rows", "2**62-rows", "huge-first-add"],
+)
+def test_impossible_capacity_raises_instead_of_aborting(call):
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, rlcore\n"
+        "try:\n"
+        f"    {call}\n"
+        "except (MemoryError, rlcore.errors.RlcoreError) as e:\n"
+        "    print('typed', type(e).__name__)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"interpreter died (rc={proc.returncode}): {proc.stderr[-300:]}"
+    assert proc.stdout.startswith("typed"), proc.stdout + proc.stderr[-300:]
