@@ -347,3 +347,25 @@ def test_prioritized_her_follows_priorities_and_relabels():
     assert stat < chi2_critical(len(rows) - 1)
     # about k/(k+1) = 80 % relabeled (stored desired goals are all zero)
     assert abs(relabeled / n - 0.8) < 5 * np.sqrt(0.8 * 0.2 / n)
+
+
+def test_linear_schedule_is_linear_then_constant():
+    sched = rlcore.LinearSchedule(0.4, 1.0, 10)
+    assert [sched(s) for s in (-3, 0, 5, 10, 11, 10_000)] == pytest.approx([0.4, 0.4, 0.7, 1.0, 1.0, 1.0])
+    down = rlcore.LinearSchedule(1.0, 0.0, 4)
+    assert [down(s) for s in range(6)] == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.0, 0.0])
+
+
+def test_clear_resets_priorities_and_running_max():
+    buf, _, stream = _per(capacity=32, num_envs=2, steps=6, alpha=1.0, eps=1e-9)
+    rows = _transitions(buf)
+    buf.update_priorities(rows, np.full(len(rows), 50.0))
+    buf.clear()
+    np.testing.assert_array_equal(buf.priorities(np.arange(buf.capacity)), 0.0)
+    stream.last_next = [None, None]
+    stream.ref = RefBuffer(32, 2)
+    stream.step(["step", "step"])
+    np.testing.assert_allclose(buf.priorities(_transitions(buf)), 1.0)
+    b = buf.sample(16)
+    assert buf.is_transition(b.indices).all()
+    np.testing.assert_array_equal(b.weights, 1.0)
