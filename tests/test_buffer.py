@@ -1190,3 +1190,50 @@ def test_many_envs_and_odd_segment_lengths_match_reference():
     for _ in range(60):
         stream.step(list(rng.choice(["step"] * 6 + ["term", "trunc", "cut", "mask"], size=n)))
     check_against_reference(buf, ref, 3, 0.9, batch_size=256)
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA device")
+def test_to_torch_cuda_from_pinned_out_arrays():
+    import torch
+
+    buf = rlcore.PrioritizedReplayBuffer(64, num_envs=2, seed=0)
+    stream = Stream(buf, RefBuffer(64, 2), 2)
+    for _ in range(10):
+        stream.step(["step", "trunc"])
+
+    def pinned(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).pin_memory().numpy()
+
+    fresh = buf.sample(32)
+    out = fresh._replace(
+        **{
+            f: pinned(getattr(fresh, f))
+            for f in (
+                "obs",
+                "act",
+                "rew",
+                "obs_next",
+                "terminated",
+                "truncated",
+                "discount",
+                "indices",
+                "weights",
+            )
+        },
+        extras={k: pinned(v) for k, v in fresh.extras.items()},
+    )
+    b = buf.sample(32, n_step=2, out=out)
+    t = b.to_torch("cuda")
+    torch.cuda.synchronize()
+    for f in ("obs", "act", "rew", "obs_next", "terminated", "discount", "indices", "weights"):
+        assert getattr(t, f).device.type == "cuda", f
+        np.testing.assert_array_equal(getattr(t, f).cpu().numpy(), getattr(b, f), err_msg=f)
+    np.testing.assert_array_equal(t.extras["aux"].cpu().numpy(), b.extras["aux"])
