@@ -281,6 +281,8 @@ def _train(args: argparse.Namespace) -> int:
         overrides["seed"] = args.seed
     if is_goal and args.algo != "ddpg":
         overrides.setdefault("normalize_obs", True)
+    algo_cls: Any
+    cfg_cls: Any
     algo_cls, cfg_cls = {
         "dqn": (DQN, DQNConfig),
         "ddpg": (DDPG, DDPGConfig),
@@ -291,19 +293,22 @@ def _train(args: argparse.Namespace) -> int:
     algorithm = algo_cls.from_spaces(obs_space, act_space, algo_config, device=device)
 
     capacity = min(preset.capacity, max(steps + 1000 * num_envs, 1000))
-    per = {"alpha": 0.6, "beta": 0.4} if args.prioritized else {}
+    buffer: Any
     if args.her:
         reward_env = gym.make(args.env).unwrapped
         buffer = rlcore.HERReplayBuffer(
             capacity,
             num_envs=num_envs,
             seed=args.seed,
-            compute_reward=reward_env.compute_reward,
+            compute_reward=getattr(reward_env, "compute_reward", None),
             prioritized=args.prioritized,
-            **per,
+            alpha=0.6,
+            beta=0.4,
         )
     elif args.prioritized:
-        buffer = rlcore.PrioritizedReplayBuffer(capacity, num_envs=num_envs, seed=args.seed, **per)
+        buffer = rlcore.PrioritizedReplayBuffer(
+            capacity, num_envs=num_envs, seed=args.seed, alpha=0.6, beta=0.4
+        )
     else:
         buffer = rlcore.ReplayBuffer(capacity, num_envs=num_envs, seed=args.seed)
 

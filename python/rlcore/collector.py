@@ -26,6 +26,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
+
 from rlcore.stats import CollectStats, EvalStats
 
 __all__ = ["Collector", "Policy", "RewardFn", "evaluate"]
@@ -147,7 +148,7 @@ class Collector:
             if self.autoreset_mode == AutoresetMode.SAME_STEP and done_idx.size:
                 next_obs = _copy(obs_next)
                 for i in done_idx:
-                    _set_row(next_obs, i, info["final_obs"][i])
+                    _set_row(next_obs, int(i), info["final_obs"][i])
             self.obs = obs_next
             if self.autoreset_mode == AutoresetMode.DISABLED and done_idx.size:
                 self.obs, _ = self.envs.reset(options={"reset_mask": done_N})
@@ -166,7 +167,7 @@ class Collector:
                 returns.append(float(self._ep_return_N[i]))
                 lengths.append(int(self._ep_length_N[i]))
                 info_i = info["final_info"] if self.autoreset_mode == AutoresetMode.SAME_STEP else info
-                success = _info_at(info_i, "is_success", i)
+                success = _info_at(info_i, "is_success", int(i))
                 if success is not None:
                     successes.append(float(success))
             self._ep_return_N[done_idx] = 0.0
@@ -223,7 +224,7 @@ class Collector:
             sub_envs, autoreset = pickle.loads(state["envs"])  # noqa: S301 - our own checkpoint
             self.envs.envs = sub_envs
             if autoreset is not None:
-                self.envs._autoreset_envs = autoreset
+                setattr(self.envs, "_autoreset_envs", autoreset)  # noqa: B010 - private SyncVectorEnv state
             self.obs = _copy(state["obs"])
             self._reset_row_N = state["reset_row"].copy()
             self._ep_return_N = state["ep_return"].copy()
@@ -274,7 +275,7 @@ def evaluate(
                 returns.append(float(ret_N[i]))
                 lengths.append(int(len_N[i]))
                 success = _info_at(
-                    info["final_info"] if mode == AutoresetMode.SAME_STEP else info, "is_success", i
+                    info["final_info"] if mode == AutoresetMode.SAME_STEP else info, "is_success", int(i)
                 )
                 if success is not None:
                     successes.append(float(success))

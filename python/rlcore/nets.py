@@ -63,6 +63,10 @@ class RunningMeanStd(nn.Module):
         eps: added to the variance before the square root.
     """
 
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
+
     def __init__(self, dim: int, *, clip: float = 5.0, eps: float = 1e-2) -> None:
         super().__init__()
         self.clip = clip
@@ -173,6 +177,9 @@ class DeterministicActor(nn.Module):
         hidden: hidden layer widths.
     """
 
+    action_scale: torch.Tensor
+    action_bias: torch.Tensor
+
     def __init__(
         self, obs_dim: int, action_space: gym.spaces.Box, hidden: Sequence[int] = (256, 256)
     ) -> None:
@@ -200,6 +207,9 @@ class SquashedGaussianActor(nn.Module):
         log_std_min: lower bound of the log standard deviation.
         log_std_max: upper bound of the log standard deviation.
     """
+
+    action_scale: torch.Tensor
+    action_bias: torch.Tensor
 
     def __init__(
         self,

@@ -11,7 +11,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import numpy as np
 
@@ -62,7 +62,7 @@ class EpisodeStats:
     @classmethod
     def from_episodes(
         cls, returns: Sequence[float], lengths: Sequence[int], successes: Sequence[float]
-    ) -> EpisodeStats:
+    ) -> Self:
         """Summarise per-episode lists."""
         nan = float("nan")
         return cls(

@@ -12,9 +12,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
+from torch import nn
+
 from rlcore.batch import TransitionBatch
 from rlcore.nets import squashed_gaussian_log_prob
-from torch import nn
 
 __all__ = [
     "OffPolicyAlgorithm",
@@ -76,8 +77,8 @@ def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     """
     if not 0.0 <= tau <= 1.0:
         raise ValueError(f"tau must be in [0, 1], got {tau}")
-    tgt = list(target.parameters())
-    src = list(source.parameters())
+    tgt: list[torch.Tensor] = list(target.parameters())
+    src: list[torch.Tensor] = list(source.parameters())
     if len(tgt) != len(src):
         raise ValueError("polyak_update: target and source have different parameter lists")
     torch._foreach_lerp_(tgt, src, tau)

@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from rlcore.algos.common import (
     clip_grad,
     freeze,

@@ -18,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+
 from rlcore.algos.common import (
     clip_grad,
     freeze,
