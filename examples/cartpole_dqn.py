@@ -1,10 +1,11 @@
 """Double DQN on CartPole-v1 with the RL Baselines3 Zoo hyperparameters.
 
-Two 256-unit hidden layers, Adam 2.3e-3, batch 64, gamma 0.99, target network copied every 128
-gradient steps (once per collection round: SB3's ``target_update_interval=10`` counts env steps and
-so syncs the target between rounds, never during the 128 gradient steps), epsilon decaying linearly from 1 to 0.04 over the first 8000 env steps, 1000 random
-warm-up steps, 128 gradient steps after every 256 env steps (Mnih et al. 2015; van Hasselt et al.
-2016; rl-baselines3-zoo ``dqn.yml``). A return of 500 is the maximum; 195 counts as solved.
+Two 256-unit hidden layers, Adam 2.3e-3, batch 64, gamma 0.99, epsilon decaying linearly from 1 to
+0.04 over the first 8000 env steps, 1000 random warm-up steps, 128 gradient steps after every 256
+env steps (Mnih et al. 2015; van Hasselt et al. 2016; rl-baselines3-zoo ``dqn.yml``). The target
+network is copied every 128 gradient steps, i.e. once per collection round: the zoo's
+``target_update_interval=10`` counts env steps, so SB3 syncs the target between rounds and never
+during the 128 gradient steps. A return of 500 is the maximum; 195 counts as solved.
 
 Usage::
 
