@@ -487,11 +487,6 @@ def test_from_spaces_extra_with_reserved_name_raises_invalid_value(name):
     assert isinstance(info.value, RlcoreError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an extra column named 'flags' is accepted (first add or from_spaces) but column('flags') "
-    "returns the internal flag bytes, so the user's column is unreachable; 'flags' should be reserved",
-)
 def test_extra_column_named_flags_is_rejected_or_reachable():
     b = rlcore.ReplayBuffer(10, seed=0)
     try:
@@ -515,12 +510,6 @@ def _her_state():
     return b
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: load_state_dict/load validate flags, ep_id and n_trans but not the episode records "
-    "(ep_start, ep_end) nor env.head/env.next_ep against them; such a corrupt state loads and later "
-    "gives wrong episode bounds and HER goals instead of SaveFileError",
-)
 @pytest.mark.parametrize(
     "part,delta",
     [("ep_start", 3), ("ep_start", -1), ("ep_end", -2), ("env.head", 100), ("env.next_ep", 5)],
@@ -534,13 +523,6 @@ def test_load_state_dict_with_inconsistent_episode_index_raises_save_file_error(
     rejects(dst, SaveFileError, OSError, lambda: dst.load_state_dict(state))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an impossible allocation aborts the interpreter (Rust alloc failure -> SIGABRT): "
-    "ReplayBuffer(10**15), or ReplayBuffer(10**7) whose first add brings 40 MB observations; "
-    "ReplayBuffer(2**62) raises pyo3's PanicException ('capacity overflow'); expected a typed error "
-    "(MemoryError / InvalidValueError)",
-)
 @pytest.mark.parametrize(
     "call",
     [

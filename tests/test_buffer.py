@@ -737,15 +737,7 @@ def test_load_missing_manifest_raises_save_file_error(tmp_path):
         lambda m: json.dumps([m]),
         lambda m: json.dumps({**m, "data_dir": "../"}),
         *[
-            pytest.param(
-                f,
-                marks=pytest.mark.xfail(
-                    strict=True,
-                    reason="BUG: a structurally malformed manifest (bad config/schema/files values) raises "
-                    "KeyError/TypeError/AttributeError/DTypeError/InvalidValueError instead of SaveFileError",
-                ),
-                id=i,
-            )
+            pytest.param(f, id=i)
             for i, f in [
                 (
                     "schema-unknown-dtype",

@@ -25,7 +25,7 @@ import numpy as np
 
 from rlcore._core import RawBuffer
 from rlcore.batch import TransitionBatch
-from rlcore.errors import ApiUsageError, InvalidValueError, SaveFileError
+from rlcore.errors import ApiUsageError, InvalidValueError, RlcoreError, SaveFileError
 
 __all__ = [
     "HERReplayBuffer",
@@ -289,12 +289,10 @@ class ReplayBuffer(RawBuffer):
         obs = [(s[0], s[1], tuple(s[2])) for s in schema["obs"]]
         step = [(s[0], s[1], tuple(s[2])) for s in schema["step"]]
         cur_obs, cur_step = self._schema()
-        if not cur_step:
-            if step:
-                self._declare(obs, step)
-        elif [tuple(s) for s in cur_obs] != obs or [tuple(s) for s in cur_step] != step:
+        if cur_step and ([tuple(s) for s in cur_obs] != obs or [tuple(s) for s in cur_step] != step):
             raise SaveFileError(f"state columns {obs + step} differ from this buffer's {cur_obs + cur_step}")
-        self._load_state(dict(state["arrays"]))
+        # a buffer without columns declares them and loads in one core call (undone on error)
+        self._load_state(dict(state["arrays"]), obs, step)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (type(self), self.state_dict()))
@@ -353,12 +351,21 @@ class ReplayBuffer(RawBuffer):
         """
         root = Path(path)
         manifest = _read_manifest(root)
+        try:
+            return cls._load_from_manifest(root, manifest, **kwargs)
+        except (SaveFileError, ApiUsageError):
+            raise
+        except (KeyError, TypeError, AttributeError, ValueError, RlcoreError) as e:
+            raise SaveFileError(f"{root}/manifest.json is malformed or does not match its data: {e!r}") from e
+
+    @classmethod
+    def _load_from_manifest(cls, root: Path, manifest: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
         config = manifest["config"]
         kind = config.get("kind")
         klass = _KINDS.get(kind)
         if klass is None:
             raise SaveFileError(f"{root}: unknown buffer kind {kind!r}")
-        if not issubclass(klass, cls) and not issubclass(cls, klass):
+        if not issubclass(klass, cls):
             raise SaveFileError(f"{root} holds a {klass.__name__}, not a {cls.__name__}")
         buf = klass._from_config(config, **kwargs)
         arrays = {}
@@ -412,15 +419,20 @@ def _count_segments(obs: Any, obs_next: Any, terminated: Any, truncated: Any) ->
     t_len = done.shape[0]
     if t_len == 0:
         return 1
+    def continues(a: Any, b: Any) -> np.ndarray:
+        # byte equality, exactly like the core's continuity check (-0.0 != 0.0, NaN == NaN)
+        a = np.ascontiguousarray(a)
+        b = np.ascontiguousarray(b, dtype=a.dtype)
+        ab = a.view(np.uint8).reshape(t_len, -1)
+        bb = b.view(np.uint8).reshape(t_len, -1)
+        return (ab[1:] == bb[:-1]).all(axis=1)
+
     if isinstance(obs, Mapping):
-        keys = list(obs)
         same = np.ones(t_len - 1, bool)
-        for k in keys:
-            a, b = np.asarray(obs[k]), np.asarray(obs_next[k])
-            same &= (a[1:] == b[:-1]).reshape(t_len - 1, -1).all(axis=1)
+        for k in obs:
+            same &= continues(obs[k], obs_next[k])
     else:
-        a, b = np.asarray(obs), np.asarray(obs_next)
-        same = (a[1:] == b[:-1]).reshape(t_len - 1, -1).all(axis=1)
+        same = continues(obs, obs_next)
     breaks = done[:-1] | ~same
     return 1 + int(breaks.sum())
 

@@ -5,9 +5,10 @@ use crate::storage::{ReplayCore, F_TRANSITION};
 
 impl ReplayCore {
     /// Set `(p + eps)^alpha` as the priority of each row. All inputs are validated before any
-    /// write: a negative, NaN or infinite priority, an index out of range or a length mismatch
-    /// fails the whole call. Rows that no longer hold a transition (overwritten by a terminal or
-    /// newer open row since they were sampled) are skipped; their count is returned.
+    /// write: a negative, NaN or infinite priority, an index out of range, a length mismatch or
+    /// priorities so large that the total priority mass overflows fail the whole call. Rows
+    /// that were overwritten since they were last sampled (they hold another transition, a
+    /// terminal row or an open row now) are skipped; their count is returned.
     pub fn update_priorities(&mut self, idx: &[i64], prio: &[f64]) -> Result<usize> {
         let rows = self.rows;
         let Some(per) = self.per.as_ref() else {
@@ -40,7 +41,9 @@ impl ReplayCore {
         let mut updates = Vec::with_capacity(idx.len());
         for (&i, &p) in idx.iter().zip(prio.iter()) {
             let r = i as usize;
-            if self.abs_of(r).is_none() || self.flag(r) & F_TRANSITION == 0 {
+            let now = self.abs_of(r).map(|(_, a)| a);
+            let stale = per.sampled[r] != u64::MAX && Some(per.sampled[r]) != now;
+            if now.is_none() || stale || self.flag(r) & F_TRANSITION == 0 {
                 skipped += 1;
                 continue;
             }
@@ -53,6 +56,16 @@ impl ReplayCore {
             }
             max_p = max_p.max(v);
             updates.push((r, v));
+        }
+        let mut total = per.tree.total();
+        for &(r, v) in &updates {
+            total += v - per.tree.get(r);
+        }
+        if !total.is_finite() {
+            return Err(CoreError::value(
+                "update_priorities: these priorities make the total priority mass overflow \
+                 float64; scale them down (e.g. clip TD errors)",
+            ));
         }
         if let Some(per) = self.per.as_mut() {
             for (r, v) in updates {

@@ -337,6 +337,15 @@ impl ReplayCore {
         if her {
             self.relabel(b, gamma, out, reward_fn)?;
         }
+        if self.per.is_some() {
+            for i in 0..b {
+                let p = self.plan[i].p;
+                let abs = self.abs_of(p).map(|(_, a)| a).unwrap_or(u64::MAX);
+                if let Some(per) = self.per.as_mut() {
+                    per.sampled[p] = abs;
+                }
+            }
+        }
         if let (Some(per), Some(w)) = (self.per.as_ref(), out.weights.as_deref_mut()) {
             let pmin = per.tree.min_positive();
             for (wi, pl) in w.iter_mut().zip(&self.plan[..b]) {

@@ -208,8 +208,34 @@ impl ReplayCore {
                 vec![1],
                 per.max_p.to_ne_bytes().to_vec().into(),
             );
+            push(
+                &mut parts,
+                "per.sampled",
+                DType::U64,
+                vec![rows],
+                bytes_of(&per.sampled).into(),
+            );
         }
         parts
+    }
+
+    /// Declare `obs`/`step` columns when the buffer has none yet, then [`ReplayCore::load_state`];
+    /// if loading fails, a declaration made here is undone, so the buffer is exactly as before.
+    pub fn load_state_with_schema(
+        &mut self,
+        obs: Vec<crate::storage::ColumnSpec>,
+        step: Vec<crate::storage::ColumnSpec>,
+        parts: &[StatePart<'_>],
+    ) -> Result<()> {
+        let fresh = !self.has_schema() && !step.is_empty();
+        if fresh {
+            self.declare(obs, step)?;
+        }
+        let res = self.load_state(parts);
+        if res.is_err() && fresh {
+            self.forget_schema();
+        }
+        res
     }
 
     /// Replace the whole state by `parts` (as produced by [`ReplayCore::state_parts`] of a buffer
@@ -261,6 +287,8 @@ impl ReplayCore {
         let n_trans = read_u64s(get("env.n_trans"));
         let flags = get("flags");
         let ep_id = read_u64s(get("ep_id"));
+        let ep_start = read_u64s(get("ep_start"));
+        let ep_end = read_u64s(get("ep_end"));
         let known = F_TRANSITION | F_EP_START | F_CUT | F_TERMINAL;
         if let Some(bad) = flags.iter().find(|&&f| f & !known != 0) {
             return Err(CoreError::corrupt(format!(
@@ -285,6 +313,43 @@ impl ReplayCore {
                     return Err(CoreError::corrupt(format!(
                         "saved row {p} names episode {} but env {e} has only started {}",
                         ep_id[p], next_ep[e]
+                    )));
+                }
+                // the episode record of every alive row must contain it
+                let ep = ep_id[p];
+                let rec = e * self.seg + (ep % seg) as usize;
+                let (start, end) = (ep_start[rec], ep_end[rec]);
+                let running = open[e] == 1 && ep + 1 == next_ep[e];
+                let end_ok = if end == crate::storage::OPEN {
+                    running
+                } else {
+                    !running
+                        && abs <= end
+                        && end < head[e]
+                        && (flags[p] & F_TERMINAL == 0 || end == abs)
+                        && (flags[p] & F_TRANSITION == 0 || abs < end)
+                };
+                if start > abs || !end_ok {
+                    return Err(CoreError::corrupt(format!(
+                        "saved episode record of row {p} (episode {ep}: start {start}, end {end}) \
+                         does not contain it (row {abs} of env {e}, head {})",
+                        head[e]
+                    )));
+                }
+                if k > 0 {
+                    let newer = e * self.seg + ((abs + 1) % seg) as usize;
+                    if ep_id[newer] < ep {
+                        return Err(CoreError::corrupt(format!(
+                            "saved episode ids of env {e} decrease at row {p}"
+                        )));
+                    }
+                }
+            }
+            if open[e] == 1 {
+                let p = e * self.seg + ((head[e] - 1) % seg) as usize;
+                if ep_id[p] + 1 != next_ep[e] || flags[p] & (F_TRANSITION | F_TERMINAL) != 0 {
+                    return Err(CoreError::corrupt(format!(
+                        "saved state of env {e}: the open episode's newest row {p} is inconsistent"
                     )));
                 }
             }
@@ -368,6 +433,7 @@ impl ReplayCore {
             debug_assert_eq!(leaves.len(), rows);
             per.tree.load_leaves(&leaves);
             per.max_p = f64::from_ne_bytes(get("per.max_p").try_into().unwrap_or([0; 8]));
+            copy_into(&mut per.sampled, get("per.sampled"));
         }
         Ok(())
     }

@@ -142,6 +142,9 @@ pub struct PerState {
     pub eps: f64,
     /// Largest `(p + eps)^alpha` set so far; new transitions get it.
     pub(crate) max_p: f64,
+    /// Per row: absolute index of the transition it held when last sampled (`u64::MAX`: never
+    /// sampled), so a priority update for a row overwritten since is recognised and skipped.
+    pub(crate) sampled: Box<[u64]>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -215,8 +218,8 @@ impl ReplayCore {
             step_cols: Vec::new(),
             rec: HEADER,
             data: Vec::new().into_boxed_slice(),
-            ep_start: vec![0; rows].into_boxed_slice(),
-            ep_end: vec![OPEN; rows].into_boxed_slice(),
+            ep_start: alloc(rows, 0u64)?,
+            ep_end: alloc(rows, OPEN)?,
             envs: vec![EnvState::default(); num_envs],
             rng: Rng::new(seed),
             per: None,
@@ -243,11 +246,12 @@ impl ReplayCore {
             ));
         }
         self.per = Some(PerState {
-            tree: SumTree::new(self.rows),
+            tree: SumTree::try_new(self.rows)?,
             alpha,
             beta,
             eps,
             max_p: 1.0,
+            sampled: alloc(self.rows, u64::MAX)?,
         });
         Ok(())
     }
@@ -432,10 +436,13 @@ impl ReplayCore {
                     c.name
                 )));
             }
-            if matches!(
+        }
+        for c in &step[1..] {
+            let reserved = matches!(
                 c.name.as_str(),
-                "rew" | "terminated" | "truncated" | "obs_next"
-            ) {
+                "act" | "rew" | "terminated" | "truncated" | "obs_next" | "flags" | "obs"
+            ) || c.name.starts_with("obs.");
+            if reserved {
                 return Err(CoreError::value(format!(
                     "'{}' is a reserved column name; pick another name for the extra",
                     c.name
@@ -501,12 +508,17 @@ impl ReplayCore {
         let obs_cols: Vec<Column> = obs.into_iter().map(&mut place).collect();
         let step_cols: Vec<Column> = step.into_iter().map(&mut place).collect();
         let rec = off.div_ceil(8) * 8;
-        let words = (self.rows * rec / 8).max(1);
+        let words = self
+            .rows
+            .checked_mul(rec / 8)
+            .ok_or_else(|| CoreError::value("capacity times row size overflows the address space"))?
+            .max(1);
+        let data = alloc(words, 0u64)?;
         self.obs_is_dict = is_dict;
         self.obs_cols = obs_cols;
         self.step_cols = step_cols;
         self.rec = rec;
-        self.data = vec![0u64; words].into_boxed_slice();
+        self.data = data;
         advise_huge_pages(&self.data);
         self.her_cols = her_cols;
         self.scratch = vec![0u8; max_obs];
@@ -754,7 +766,7 @@ impl ReplayCore {
         Ok(out)
     }
 
-    fn forget_schema(&mut self) {
+    pub(crate) fn forget_schema(&mut self) {
         self.obs_cols.clear();
         self.step_cols.clear();
         self.rec = HEADER;
@@ -944,8 +956,9 @@ impl ReplayCore {
         }
         self.ep_end.fill(OPEN);
         if let Some(per) = self.per.as_mut() {
-            per.tree = SumTree::new(self.rows);
+            per.tree.reset();
             per.max_p = 1.0;
+            per.sampled.fill(u64::MAX);
         }
     }
 }
@@ -1023,6 +1036,20 @@ fn advise_huge_pages(data: &[u64]) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = data;
+}
+
+/// A boxed slice of `n` copies of `v`, or an `InvalidValue` error (instead of an abort) when the
+/// memory cannot be had.
+pub(crate) fn alloc<T: Clone>(n: usize, v: T) -> Result<Box<[T]>> {
+    let mut x: Vec<T> = Vec::new();
+    x.try_reserve_exact(n).map_err(|_| {
+        CoreError::value(format!(
+            "cannot allocate {n} x {} bytes for the buffer; use a smaller capacity",
+            std::mem::size_of::<T>()
+        ))
+    })?;
+    x.resize(n, v);
+    Ok(x.into_boxed_slice())
 }
 
 /// The dtype a column gets when inferred from data: bool is stored as uint8.

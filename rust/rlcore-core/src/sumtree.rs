@@ -28,6 +28,28 @@ impl SumTree {
         }
     }
 
+    /// As [`SumTree::new`], failing with `InvalidValue` instead of aborting when the memory cannot
+    /// be had.
+    pub fn try_new(len: usize) -> crate::error::Result<Self> {
+        let size = len
+            .max(1)
+            .checked_next_power_of_two()
+            .and_then(|s| s.checked_mul(2).map(|_| s))
+            .ok_or_else(|| crate::error::CoreError::value("capacity too large for a sum tree"))?;
+        Ok(SumTree {
+            size,
+            len,
+            sum: crate::storage::alloc(2 * size, 0.0)?,
+            min: crate::storage::alloc(2 * size, f64::INFINITY)?,
+        })
+    }
+
+    /// Set every leaf to 0 in place (no reallocation).
+    pub fn reset(&mut self) {
+        self.sum.fill(0.0);
+        self.min.fill(f64::INFINITY);
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

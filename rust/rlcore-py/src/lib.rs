@@ -13,6 +13,8 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple, PyType};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use rlcore_core::{
     compute_gae as core_gae, compute_nstep_returns as core_nstep, AddOutcome, Array, BatchOut,
@@ -539,10 +541,88 @@ impl AddResult {
 
 /// The Rust replay core. Use `rlcore.ReplayBuffer`, `rlcore.HERReplayBuffer` or
 /// `rlcore.PrioritizedReplayBuffer`, which subclass it.
-#[pyclass(module = "rlcore._core", subclass)]
+#[pyclass(module = "rlcore._core", subclass, frozen)]
 struct RawBuffer {
-    core: ReplayCore,
+    /// Locked by every call. Large samples run with the GIL released, so another Python thread
+    /// (e.g. a collector adding while a prefetch thread samples) waits for the lock — with the
+    /// GIL released too, so the two never deadlock.
+    core: Mutex<ReplayCore>,
+    /// Id of the thread holding `core` (0: none), to refuse re-entrant calls instead of
+    /// deadlocking (a `compute_reward` that calls back into its own buffer).
+    owner: AtomicU64,
 }
+
+static NEXT_TID: AtomicU64 = AtomicU64::new(1);
+thread_local! {
+    static TID: u64 = NEXT_TID.fetch_add(1, Ordering::Relaxed);
+}
+
+fn tid() -> u64 {
+    TID.with(|t| *t)
+}
+
+/// The locked core; clears the owner on drop.
+struct Guard<'a> {
+    g: MutexGuard<'a, ReplayCore>,
+    owner: &'a AtomicU64,
+}
+
+impl std::ops::Deref for Guard<'_> {
+    type Target = ReplayCore;
+    fn deref(&self) -> &ReplayCore {
+        &self.g
+    }
+}
+impl std::ops::DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut ReplayCore {
+        &mut self.g
+    }
+}
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        self.owner.store(0, Ordering::Release);
+    }
+}
+
+impl RawBuffer {
+    /// Lock the core. A thread that has to wait releases the GIL while it waits, so a holder
+    /// that runs with the GIL released (a large sample) can always take the GIL back.
+    fn lock<'a>(&'a self, py: Python<'_>) -> PyResult<Guard<'a>> {
+        let me = tid();
+        let g = match self.core.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                if self.owner.load(Ordering::Acquire) == me {
+                    return Err(py_err(
+                        py,
+                        5,
+                        "the buffer is already in use by this thread (a compute_reward that calls back into \
+                         its own buffer?)"
+                            .to_string(),
+                    ));
+                }
+                // wait with the GIL released (a guard cannot cross back), then take it with the GIL
+                loop {
+                    py.detach(|| drop(self.core.lock()));
+                    match self.core.try_lock() {
+                        Ok(g) => break g,
+                        Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                        Err(TryLockError::WouldBlock) => continue,
+                    }
+                }
+            }
+        };
+        self.owner.store(me, Ordering::Release);
+        Ok(Guard {
+            g,
+            owner: &self.owner,
+        })
+    }
+}
+
+/// (strategy, future_k, distance_threshold, achieved goal key, desired goal key).
+type HerTuple = (String, f64, Option<f64>, String, String);
 
 /// Gathers larger than this many bytes release the GIL.
 const DETACH_BYTES: usize = 1 << 20;
@@ -680,14 +760,17 @@ impl RawBuffer {
             })
             .or_py(py)?;
         }
-        Ok(RawBuffer { core })
+        Ok(RawBuffer {
+            core: Mutex::new(core),
+            owner: AtomicU64::new(0),
+        })
     }
 
     /// Add one vector-env step (see `rlcore.ReplayBuffer.add`).
     #[pyo3(signature = (obs, act, rew, terminated, truncated, obs_next, *, mask=None, **extras))]
     #[allow(clippy::too_many_arguments)]
     fn add<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         obs: &Bound<'py, PyAny>,
         act: &Bound<'py, PyAny>,
@@ -708,7 +791,7 @@ impl RawBuffer {
     #[pyo3(signature = (obs, act, rew, terminated, truncated, obs_next, *, mask=None, **extras))]
     #[allow(clippy::too_many_arguments)]
     fn _extend<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         obs: &Bound<'py, PyAny>,
         act: &Bound<'py, PyAny>,
@@ -728,7 +811,7 @@ impl RawBuffer {
     /// Sample into fresh (or `out`) arrays; returns the fields of a TransitionBatch as a tuple.
     #[pyo3(signature = (batch_size, n_step=1, gamma=0.99, out=None, compute_reward=None))]
     fn _sample<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         batch_size: i64,
         n_step: i64,
@@ -753,7 +836,8 @@ impl RawBuffer {
                 format!("gamma must be in [0, 1], got {gamma}"),
             ));
         }
-        let core = &mut self.core;
+        let mut guard = self.lock(py)?;
+        let core = &mut *guard;
         if core.is_empty() {
             return Err(to_py(
                 py,
@@ -848,6 +932,30 @@ impl RawBuffer {
                 } else {
                     None
                 };
+            }
+        }
+        if out.is_some() {
+            let mut spans: Vec<(usize, usize)> = obs_a
+                .iter()
+                .chain(obs_next_a.iter())
+                .chain(step_a.iter())
+                .chain([&rew_a, &term_a, &trunc_a, &disc_a, &idx_a])
+                .chain(w_a.iter())
+                .map(|a| {
+                    // SAFETY: only the address and length of a live array are read.
+                    let s = unsafe { bytes_mut(a) };
+                    (s.as_ptr() as usize, s.len())
+                })
+                .filter(|&(_, n)| n > 0)
+                .collect();
+            spans.sort_unstable();
+            if spans.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+                return Err(py_err(
+                    py,
+                    5,
+                    "out: two output arrays share memory; give every field its own array"
+                        .to_string(),
+                ));
             }
         }
         let row_bytes: usize = obs_specs.iter().map(|c| 2 * c.item_bytes).sum::<usize>()
@@ -963,48 +1071,48 @@ impl RawBuffer {
         )
     }
 
-    fn __len__(&self) -> usize {
-        self.core.len()
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.lock(py)?.len())
     }
 
     /// Total rows of storage (`num_envs * segment_len`).
     #[getter]
-    fn capacity(&self) -> usize {
-        self.core.rows()
+    fn capacity(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.lock(py)?.rows())
     }
     #[getter]
-    fn num_envs(&self) -> usize {
-        self.core.num_envs()
+    fn num_envs(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.lock(py)?.num_envs())
     }
     /// Rows per env segment (`capacity // num_envs`).
     #[getter]
-    fn segment_len(&self) -> usize {
-        self.core.segment_len()
+    fn segment_len(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.lock(py)?.segment_len())
     }
     #[getter]
-    fn prioritized(&self) -> bool {
-        self.core.per().is_some()
+    fn prioritized(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.lock(py)?.per().is_some())
     }
     #[getter]
-    fn alpha(&self) -> Option<f64> {
-        self.core.per().map(|p| p.alpha)
+    fn alpha(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        Ok(self.lock(py)?.per().map(|p| p.alpha))
     }
     #[getter]
-    fn eps(&self) -> Option<f64> {
-        self.core.per().map(|p| p.eps)
+    fn eps(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        Ok(self.lock(py)?.per().map(|p| p.eps))
     }
     /// Importance-sampling exponent β of prioritized buffers; settable at any time.
     #[getter]
-    fn get_beta(&self) -> Option<f64> {
-        self.core.per().map(|p| p.beta)
+    fn get_beta(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        Ok(self.lock(py)?.per().map(|p| p.beta))
     }
     #[setter]
-    fn set_beta(&mut self, py: Python<'_>, beta: f64) -> PyResult<()> {
-        self.core.set_beta(beta).or_py(py)
+    fn set_beta(&self, py: Python<'_>, beta: f64) -> PyResult<()> {
+        self.lock(py)?.set_beta(beta).or_py(py)
     }
 
-    fn _her_config(&self) -> Option<(String, f64, Option<f64>, String, String)> {
-        self.core.her().map(|h| {
+    fn _her_config(&self, py: Python<'_>) -> PyResult<Option<HerTuple>> {
+        Ok(self.lock(py)?.her().map(|h| {
             let s = match h.strategy {
                 GoalStrategy::Future => "future",
                 GoalStrategy::Final => "final",
@@ -1017,13 +1125,13 @@ impl RawBuffer {
                 h.achieved_goal.clone(),
                 h.desired_goal.clone(),
             )
-        })
+        }))
     }
 
     /// Set `(p + eps) ** alpha` as priorities of `indices`; returns how many were skipped
     /// because their row no longer holds a transition.
     fn update_priorities(
-        &mut self,
+        &self,
         py: Python<'_>,
         indices: &Bound<'_, PyAny>,
         priorities: &Bound<'_, PyAny>,
@@ -1061,7 +1169,7 @@ impl RawBuffer {
         let pr: Vec<f64> = (0..n)
             .map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k))
             .collect();
-        self.core.update_priorities(&idx, &pr).or_py(py)
+        self.lock(py)?.update_priorities(&idx, &pr).or_py(py)
     }
 
     /// float64 [K]: current `(p + eps) ** alpha` of rows `indices` (0 for non-transition rows).
@@ -1071,7 +1179,7 @@ impl RawBuffer {
         indices: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let idx = idx_vec(py, indices, "indices")?;
-        Ok(vec_array(py, self.core.priorities(&idx).or_py(py)?))
+        Ok(vec_array(py, self.lock(py)?.priorities(&idx).or_py(py)?))
     }
 
     /// int64 [K]: row of the previous step of the same episode (clamped at its first row).
@@ -1081,7 +1189,7 @@ impl RawBuffer {
         indices: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let idx = idx_vec(py, indices, "indices")?;
-        Ok(vec_array(py, self.core.prev(&idx).or_py(py)?))
+        Ok(vec_array(py, self.lock(py)?.prev(&idx).or_py(py)?))
     }
 
     /// int64 [K]: row of the next step of the same episode (clamped at its last transition).
@@ -1091,7 +1199,7 @@ impl RawBuffer {
         indices: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let idx = idx_vec(py, indices, "indices")?;
-        Ok(vec_array(py, self.core.next(&idx).or_py(py)?))
+        Ok(vec_array(py, self.lock(py)?.next(&idx).or_py(py)?))
     }
 
     /// (start, end, length), int64 [K] each: first surviving row of each index's episode, the row
@@ -1102,18 +1210,18 @@ impl RawBuffer {
         indices: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let idx = idx_vec(py, indices, "indices")?;
-        let (s, e, l) = self.core.episode_bounds(&idx).or_py(py)?;
+        let (s, e, l) = self.lock(py)?.episode_bounds(&idx).or_py(py)?;
         PyTuple::new(py, [vec_array(py, s), vec_array(py, e), vec_array(py, l)])
     }
 
     /// int64 [U]: newest transition row of every env whose episode is still running.
-    fn unfinished_index<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        vec_array(py, self.core.unfinished_index())
+    fn unfinished_index<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(vec_array(py, self.lock(py)?.unfinished_index()))
     }
 
     /// int64 [N]: newest transition row of each env, -1 where an env holds none.
-    fn last_index<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        vec_array(py, self.core.last_index())
+    fn last_index<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(vec_array(py, self.lock(py)?.last_index()))
     }
 
     /// bool [K]: whether each row currently holds a sampleable transition.
@@ -1123,19 +1231,20 @@ impl RawBuffer {
         indices: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let idx = idx_vec(py, indices, "indices")?;
-        Ok(vec_array(py, self.core.is_transition(&idx).or_py(py)?))
+        Ok(vec_array(py, self.lock(py)?.is_transition(&idx).or_py(py)?))
     }
 
     /// Forget every stored step; memory, columns and the RNG stream are kept.
-    fn clear(&mut self) {
-        self.core.clear();
+    fn clear(&self, py: Python<'_>) -> PyResult<()> {
+        self.lock(py)?.clear();
+        Ok(())
     }
 
     /// A read-only zero-copy view `[capacity, *shape]` of a stored column.
     fn _column<'py>(slf: &Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyUntypedArray>> {
         let py = slf.py();
-        let me = slf.borrow();
-        let core = &me.core;
+        let me = slf.get();
+        let core = me.lock(py)?;
         let rows = core.rows();
         if !core.has_schema() {
             return Err(py_err(py, 5, format!(
@@ -1202,19 +1311,19 @@ impl RawBuffer {
 
     /// Declare columns up front: lists of (name, dtype name, shape).
     fn _declare(
-        &mut self,
+        &self,
         py: Python<'_>,
         obs: &Bound<'_, PyAny>,
         step: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let o = parse_specs(py, obs)?;
         let s = parse_specs(py, step)?;
-        self.core.declare(o, s).or_py(py)
+        self.lock(py)?.declare(o, s).or_py(py)
     }
 
     /// (obs specs, step specs) as lists of (name, dtype name, shape); empty before the first add.
     fn _schema<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
-        let (o, s) = self.core.schema();
+        let (o, s) = self.lock(py)?.schema();
         let ol = PyList::empty(py);
         for c in &o {
             ol.append(spec_tuple(py, c)?)?;
@@ -1229,10 +1338,11 @@ impl RawBuffer {
     /// The whole state as a list of (name, array); large arrays are read-only views.
     fn _state_parts<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyList>> {
         let py = slf.py();
-        let me = slf.borrow();
+        let me = slf.get();
         let base = slf.clone().into_any();
         let l = PyList::empty(py);
-        for p in me.core.state_parts() {
+        let core = me.lock(py)?;
+        for p in core.state_parts() {
             let a = match &p.bytes {
                 // SAFETY: borrowed parts point into storage that lives as long as `base`.
                 Cow::Borrowed(b) => unsafe {
@@ -1251,7 +1361,15 @@ impl RawBuffer {
     }
 
     /// Replace the whole state from a dict name -> array (validated before anything changes).
-    fn _load_state(&mut self, py: Python<'_>, parts: &Bound<'_, PyDict>) -> PyResult<()> {
+    /// `obs`/`step` column specs declare the columns of a buffer that has none yet.
+    #[pyo3(signature = (parts, obs=None, step=None))]
+    fn _load_state(
+        &self,
+        py: Python<'_>,
+        parts: &Bound<'_, PyDict>,
+        obs: Option<&Bound<'_, PyAny>>,
+        step: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let mut ins = Vec::with_capacity(parts.len());
         for (k, v) in parts.iter() {
             let name: String = k.extract()?;
@@ -1270,14 +1388,22 @@ impl RawBuffer {
                 }
             })
             .collect();
-        self.core.load_state(&sp).or_py(py)
+        let o = match obs {
+            Some(x) => parse_specs(py, x)?,
+            None => Vec::new(),
+        };
+        let s = match step {
+            Some(x) => parse_specs(py, x)?,
+            None => Vec::new(),
+        };
+        self.lock(py)?.load_state_with_schema(o, s, &sp).or_py(py)
     }
 }
 
 impl RawBuffer {
     #[allow(clippy::too_many_arguments)]
     fn write<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         obs: &Bound<'py, PyAny>,
         act: &Bound<'py, PyAny>,
@@ -1289,9 +1415,21 @@ impl RawBuffer {
         extras: Option<&Bound<'py, PyDict>>,
         extend: bool,
     ) -> PyResult<AddOutcome> {
-        let core = &mut self.core;
+        let mut guard = self.lock(py)?;
+        let core = &mut *guard;
         let o = names_in(core, obs, "obs")?;
-        let on = names_in(core, obs_next, "obs_next")?;
+        let mut on = names_in(core, obs_next, "obs_next")?;
+        if !core.has_schema() {
+            // first add of dict observations: take obs_next's keys in obs's order
+            let mut sorted = Vec::with_capacity(on.len());
+            for (name, _) in &o {
+                if let Some(k) = on.iter().position(|(n, _)| n == name) {
+                    sorted.push(on.remove(k));
+                }
+            }
+            sorted.append(&mut on);
+            on = sorted;
+        }
         let a = to_in(act, "act")?;
         let r = to_in(rew, "rew")?;
         let te = to_in(terminated, "terminated")?;
@@ -1430,9 +1568,15 @@ fn _compute_gae<'py>(
     next_values: &Bound<'py, PyAny>,
     terminated: &Bound<'py, PyAny>,
     truncated: &Bound<'py, PyAny>,
-    gamma: f32,
-    gae_lambda: f32,
+    gamma: f64,
+    gae_lambda: f64,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    for (name, x) in [("gamma", gamma), ("gae_lambda", gae_lambda)] {
+        if !(0.0..=1.0).contains(&x) {
+            return Err(py_err(py, 3, format!("{name} must be in [0, 1], got {x}")));
+        }
+    }
+    let (gamma, gae_lambda) = (gamma as f32, gae_lambda as f32);
     let (r, shape) = f32_in(py, rew, "rew")?;
     if shape.len() != 2 {
         return Err(py_err(
@@ -1505,8 +1649,16 @@ fn _compute_nstep_returns<'py>(
     terminated: &Bound<'py, PyAny>,
     truncated: &Bound<'py, PyAny>,
     n_step: i64,
-    gamma: f32,
+    gamma: f64,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    if !(0.0..=1.0).contains(&gamma) {
+        return Err(py_err(
+            py,
+            3,
+            format!("gamma must be in [0, 1], got {gamma}"),
+        ));
+    }
+    let gamma = gamma as f32;
     if n_step < 1 {
         return Err(py_err(py, 3, format!("n_step must be >= 1, got {n_step}")));
     }
