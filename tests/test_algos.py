@@ -357,3 +357,26 @@ def test_continuous_update_on_cuda(cls, config) -> None:
     stats = algo.update(make_batch(GOAL_OBS, BOX_ACT, weights=np.ones(16, np.float32)))
     assert np.isfinite(stats.critic_loss)
     assert algo.act(make_batch(GOAL_OBS, BOX_ACT).obs).shape == (16, 2)
+
+
+@pytest.mark.parametrize(("cls", "config"), CONTINUOUS, ids=lambda x: getattr(x, "__name__", ""))
+def test_actor_step_leaves_critic_gradients_alone(cls, config) -> None:
+    """The actor loss backpropagates through the critic without adding to the critic's gradients."""
+    torch.manual_seed(0)
+    algo = cls.from_spaces(BOX_OBS, BOX_ACT, config, device="cpu")
+    seen: dict[str, list[torch.Tensor]] = {}
+    critic_step, actor_step = algo.critic_optimizer.step, algo.actor_optimizer.step
+
+    def record(name, step):
+        def wrapped(*a, **k):
+            seen[name] = [p.grad.clone() for p in algo.critic.parameters()]
+            return step(*a, **k)
+
+        return wrapped
+
+    algo.critic_optimizer.step = record("critic", critic_step)
+    algo.actor_optimizer.step = record("actor", actor_step)
+    algo.update(make_batch(BOX_OBS, BOX_ACT))
+    assert "actor" in seen
+    assert all(torch.equal(a, b) for a, b in zip(seen["critic"], seen["actor"], strict=True))
+    assert all(p.requires_grad for p in algo.critic.parameters())

@@ -7,7 +7,8 @@ protocol that the trainer relies on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -112,6 +113,23 @@ def weighted_mean(loss_B: torch.Tensor, weights_B: torch.Tensor | None) -> torch
     if weights_B is None:
         return loss_B.mean()
     return (loss_B * weights_B).mean()
+
+
+@contextmanager
+def no_param_grad(module: nn.Module) -> Iterator[None]:
+    """Inside the block, ``module``'s parameters get no gradient; gradients still flow through it.
+
+    Used for the actor step: backpropagating ``-Q(o, mu(o))`` through the critic must reach the
+    actor, but computing the critic's own weight gradients would be wasted work.
+    """
+    params = [p for p in module.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
 
 
 def freeze(module: nn.Module) -> nn.Module:

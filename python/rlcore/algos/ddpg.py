@@ -23,6 +23,7 @@ import torch
 from rlcore.algos.common import (
     clip_grad,
     freeze,
+    no_param_grad,
     obs_to_torch,
     polyak_update,
     resolve_device,
@@ -197,7 +198,8 @@ class DDPG:
 
         # Actor step: maximise Q(o, mu(o)), penalise large actions.
         pi_BA = self.actor(obs_BO)
-        actor_loss_B = -self.critic(obs_BO, pi_BA)[0]
+        with no_param_grad(self.critic):
+            actor_loss_B = -self.critic(obs_BO, pi_BA)[0]
         actor_loss_B = actor_loss_B + c.action_l2 * (
             (pi_BA - self.actor.action_bias) / self.actor.action_scale
         ).pow(2).mean(-1)

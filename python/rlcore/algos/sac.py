@@ -24,6 +24,7 @@ import torch
 from rlcore.algos.common import (
     clip_grad,
     freeze,
+    no_param_grad,
     obs_to_torch,
     polyak_update,
     resolve_device,
@@ -207,7 +208,8 @@ class SAC:
         if self.grad_steps % c.policy_frequency == 0:
             # Actor step: minimise alpha * log pi(a|o) - min_k Q_k(o, a), eq. 7.
             pi_BA, log_prob_B = self.actor(obs_BO)
-            q_pi_B = self.critic(obs_BO, pi_BA).min(0).values
+            with no_param_grad(self.critic):
+                q_pi_B = self.critic(obs_BO, pi_BA).min(0).values
             actor_loss = weighted_mean(alpha * log_prob_B - q_pi_B, weights_B)
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward()

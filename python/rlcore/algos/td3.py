@@ -22,6 +22,7 @@ import torch
 from rlcore.algos.common import (
     clip_grad,
     freeze,
+    no_param_grad,
     obs_to_torch,
     polyak_update,
     resolve_device,
@@ -199,7 +200,9 @@ class TD3:
 
         # Delayed actor step and target update.
         if self.grad_steps % c.policy_delay == 0:
-            actor_loss = weighted_mean(-self.critic(obs_BO, self.actor(obs_BO))[0], weights_B)
+            with no_param_grad(self.critic):
+                q_pi_B = self.critic(obs_BO, self.actor(obs_BO))[0]
+            actor_loss = weighted_mean(-q_pi_B, weights_B)
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward()
             clip_grad(self.actor.parameters(), c.max_grad_norm)
