@@ -316,3 +316,40 @@ def test_real_prioritized_buffer_priorities_flow_back() -> None:
     assert buf.beta == pytest.approx(1.0)
     weights = buf.sample(256).weights
     assert weights is not None and weights.min() < 0.99 * weights.max()  # priorities are no longer uniform
+
+
+class UnpicklableGoalEnv(TinyGoalEnv):
+    """Like MuJoCo envs: the env object cannot be pickled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.lock = threading.Lock()
+
+
+def test_resume_with_unpicklable_envs_warns_and_restarts_episodes(tmp_path) -> None:
+    core = real_buffers()
+    if core is None:
+        pytest.skip("needs the built rlcore core")
+
+    def build() -> OffPolicyTrainer:
+        torch.manual_seed(0)
+        envs = gym.vector.SyncVectorEnv([UnpicklableGoalEnv, UnpicklableGoalEnv])
+        algo = DDPG.from_spaces(
+            envs.single_observation_space, envs.single_action_space, DDPGConfig(hidden=(16,)), device="cpu"
+        )
+        buffer = core.HERReplayBuffer(2000, num_envs=2, seed=0, distance_threshold=0.1)
+        cfg = OffPolicyTrainerConfig(max_env_steps=200, collect_env_steps=30, batch_size=16)
+        return OffPolicyTrainer(algo, buffer, envs, config=cfg)
+
+    first = build()
+    next(first)
+    next(first)
+    first.save_checkpoint(tmp_path / "ckpt")
+    second = build()
+    with pytest.warns(RuntimeWarning, match="no env snapshot"):
+        second.load_checkpoint(tmp_path / "ckpt")
+    assert second.env_steps == 60 and len(second.buffer) == len(first.buffer)
+    s = next(second)
+    assert s.iteration == 3 and s.env_steps == 90 and s.grad_steps == first.grad_steps + 30
