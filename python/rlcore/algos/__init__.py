@@ -4,15 +4,33 @@ Off-policy: :class:`DQN`, :class:`DDPG`, :class:`TD3`, :class:`SAC`. Each has a 
 dataclass, ``from_spaces(observation_space, action_space, config, device=...)``,
 ``act(obs, *, deterministic)``, ``update(batch) -> XStats``, ``state_dict()`` and
 ``load_state_dict()``; none holds an env, a buffer or a logger.
+
+On-policy: :class:`VPG`, :class:`A2C`, :class:`PPO`, with ``act_value(obs)``/``value(obs)`` for the
+:class:`~rlcore.rollout.RolloutSampler` and ``update(rollout) -> XStats``.
 """
 
+from rlcore.algos.a2c import A2C, A2CConfig, A2CStats
+from rlcore.algos.actor_critic import ActorCritic, OnPolicyAlgorithm
 from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.algos.ddpg import DDPG, DDPGConfig, DDPGStats
 from rlcore.algos.dqn import DQN, DQNConfig, DQNStats
+from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.algos.sac import SAC, SACConfig, SACStats
 from rlcore.algos.td3 import TD3, TD3Config, TD3Stats
+from rlcore.algos.vpg import VPG, VPGConfig, VPGStats
 
 __all__ = [
+    "A2C",
+    "PPO",
+    "VPG",
+    "A2CConfig",
+    "A2CStats",
+    "ActorCritic",
+    "OnPolicyAlgorithm",
+    "PPOConfig",
+    "PPOStats",
+    "VPGConfig",
+    "VPGStats",
     "DDPG",
     "DQN",
     "SAC",

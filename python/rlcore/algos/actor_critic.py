@@ -1,0 +1,332 @@
+"""Networks and shared math of the on-policy algorithms (VPG, A2C, PPO).
+
+* :class:`ActorCritic`: observation normaliser, a policy head (categorical for ``Discrete``,
+  diagonal Gaussian with a state-independent log-std for ``Box``) and an optional value network,
+  with separate MLPs and orthogonal initialisation as in CleanRL's ``ppo.py`` /
+  ``ppo_continuous_action.py``. Log-probabilities and entropies are computed directly (no
+  ``torch.distributions`` objects on the hot path).
+* :class:`ReturnNormalizer`: scales rewards by the running std of the discounted return
+  (gymnasium's ``NormalizeReward``, SB3's ``VecNormalize(norm_reward=True)``).
+* Free functions: :func:`ppo_policy_loss`, :func:`value_loss`, :func:`normalize_advantages`,
+  :func:`explained_variance`, :func:`flatten_valid`.
+
+Dimension letters: B batch (valid rows of a rollout), T time, N envs, O flat observation, A action.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlcore.nets import ObsEncoder, RunningMeanStd
+from rlcore.rollout import Rollout
+
+__all__ = [
+    "ActorCritic",
+    "OnPolicyAlgorithm",
+    "ReturnNormalizer",
+    "anneal_learning_rate",
+    "explained_variance",
+    "flatten_valid",
+    "normalize_advantages",
+    "policy_act",
+    "policy_act_value",
+    "policy_value",
+    "ppo_policy_loss",
+    "value_loss",
+]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+@runtime_checkable
+class OnPolicyAlgorithm(Protocol):
+    """What :class:`~rlcore.onpolicy_trainer.OnPolicyTrainer` needs from an algorithm."""
+
+    device: torch.device
+
+    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray: ...
+
+    def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def value(self, obs: np.ndarray) -> np.ndarray: ...
+
+    def update(self, rollout: Rollout) -> Any: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def _layer(in_dim: int, out_dim: int, std: float) -> nn.Linear:
+    layer = nn.Linear(in_dim, out_dim)
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def _mlp(in_dim: int, out_dim: int, hidden: Sequence[int], out_std: float) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    last = in_dim
+    for width in hidden:
+        layers += [_layer(last, width, math.sqrt(2)), nn.Tanh()]
+        last = width
+    layers.append(_layer(last, out_dim, out_std))
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module):
+    """Policy and (optional) value network over a shared observation normaliser.
+
+    Args:
+        observation_space: single-env ``Box`` observation space.
+        action_space: ``Discrete`` or ``Box`` single-env action space.
+        hidden: hidden widths of both MLPs (tanh; CleanRL uses 64, 64).
+        with_critic: build the value network (``False``: REINFORCE without a baseline).
+        normalize_obs: normalise observations with running mean/std (clipped to ±``obs_clip``).
+        obs_clip: clip range of normalised observations.
+        init_log_std: initial log standard deviation of the Gaussian head.
+
+    Raises:
+        ValueError: unsupported spaces.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        hidden: Sequence[int] = (64, 64),
+        *,
+        with_critic: bool = True,
+        normalize_obs: bool = False,
+        obs_clip: float = 10.0,
+        init_log_std: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.encoder = ObsEncoder(observation_space, normalize=False)
+        self.obs_rms = RunningMeanStd(self.encoder.dim, clip=obs_clip, eps=1e-8) if normalize_obs else None
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        if self.discrete:
+            assert isinstance(action_space, gym.spaces.Discrete)
+            self.act_dim = int(action_space.n)
+            self.actor = _mlp(self.encoder.dim, self.act_dim, hidden, 0.01)
+            self.log_std: nn.Parameter | None = None
+        elif isinstance(action_space, gym.spaces.Box):
+            self.act_dim = int(np.prod(action_space.shape))
+            self.actor = _mlp(self.encoder.dim, self.act_dim, hidden, 0.01)
+            self.log_std = nn.Parameter(torch.full((self.act_dim,), float(init_log_std)))
+        else:
+            raise ValueError(f"ActorCritic supports Discrete or Box action spaces, got {action_space}")
+        self.critic = _mlp(self.encoder.dim, 1, hidden, 1.0) if with_critic else None
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """Flat float32 ``[B, O]``, normalised when ``normalize_obs``."""
+        x_BO = self.encoder.flatten(obs)
+        return self.obs_rms(x_BO) if self.obs_rms is not None else x_BO
+
+    def update_obs_stats(self, obs: torch.Tensor) -> None:
+        """Fold a batch of raw observations into the normaliser (no-op without one)."""
+        if self.obs_rms is not None:
+            self.obs_rms.update(self.encoder.flatten(obs))
+
+    def value(self, x_BO: torch.Tensor) -> torch.Tensor:
+        """``V(o)`` float32 ``[B]`` from features; zeros without a critic."""
+        if self.critic is None:
+            return x_BO.new_zeros(x_BO.shape[0])
+        return self.critic(x_BO).squeeze(-1)
+
+    def sample(self, x_BO: torch.Tensor, *, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample (or take the mode of) the policy: ``(act, log_prob_B)``.
+
+        ``act`` is int64 ``[B]`` for Discrete, float32 ``[B, A]`` (unclipped) for Box.
+        """
+        out = self.actor(x_BO)
+        if self.discrete:
+            logp_BK = torch.log_softmax(out, dim=-1)
+            if deterministic:
+                act_B = logp_BK.argmax(-1)
+            else:
+                act_B = torch.multinomial(logp_BK.exp(), 1).squeeze(-1)
+            return act_B, logp_BK.gather(-1, act_B.unsqueeze(-1)).squeeze(-1)
+        assert self.log_std is not None
+        log_std_A = self.log_std
+        act_BA = out if deterministic else out + log_std_A.exp() * torch.randn_like(out)
+        return act_BA, gaussian_log_prob(act_BA, out, log_std_A)
+
+    def evaluate(self, x_BO: torch.Tensor, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log_prob_B, entropy_B)`` of given actions under the current policy."""
+        out = self.actor(x_BO)
+        if self.discrete:
+            logp_BK = torch.log_softmax(out, dim=-1)
+            log_prob_B = logp_BK.gather(-1, act.long().reshape(-1, 1)).squeeze(-1)
+            entropy_B = -(logp_BK.exp() * logp_BK).sum(-1)
+            return log_prob_B, entropy_B
+        assert self.log_std is not None
+        act_BA = act.float().reshape(out.shape)
+        log_prob_B = gaussian_log_prob(act_BA, out, self.log_std)
+        entropy_B = (0.5 + _LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
+        return log_prob_B, entropy_B
+
+
+def gaussian_log_prob(act_BA: torch.Tensor, mean_BA: torch.Tensor, log_std_A: torch.Tensor) -> torch.Tensor:
+    """Log-density ``[B]`` of a diagonal Gaussian, summed over the A action dimensions."""
+    z_BA = (act_BA - mean_BA) * torch.exp(-log_std_A)
+    return (-0.5 * z_BA.square() - log_std_A - _LOG_SQRT_2PI).sum(-1)
+
+
+class ReturnNormalizer(nn.Module):
+    """Divide rewards by the running std of the discounted return (no mean subtraction).
+
+    Per env ``R_t = gamma * R_{t-1} * (1 - done_{t-1}) + r_t``; the std of all R_t seen so far scales
+    the rewards (Engstrom et al. 2020, "Implementation Matters", sec. 3, "reward scaling"; gymnasium's
+    ``NormalizeReward``). State is part of ``state_dict()``.
+
+    Args:
+        num_envs: N.
+        gamma: discount of the running return.
+        clip: scaled rewards are clipped to ``[-clip, clip]``.
+    """
+
+    ret_N: torch.Tensor
+
+    def __init__(self, num_envs: int, gamma: float, *, clip: float = 10.0) -> None:
+        super().__init__()
+        self.gamma = gamma
+        self.clip = clip
+        self.rms = RunningMeanStd(1, clip=math.inf, eps=1e-8)
+        self.register_buffer("ret_N", torch.zeros(num_envs, dtype=torch.float64))
+
+    def forward(self, rollout: Rollout) -> np.ndarray:
+        """Update the statistics with the rollout's valid rows; return scaled float32 rewards ``[T, N]``."""
+        rew_TN = rollout.rew.astype(np.float64)
+        done_TN = rollout.terminated | rollout.truncated
+        ret_N = self.ret_N.cpu().numpy().copy()
+        if ret_N.shape[0] != rollout.num_envs:
+            raise ValueError(
+                f"ReturnNormalizer built for {ret_N.shape[0]} envs, rollout has {rollout.num_envs}"
+            )
+        ret_TN = np.empty_like(rew_TN)
+        for t in range(rollout.num_steps):
+            ret_N = ret_N * self.gamma + rew_TN[t]
+            ret_TN[t] = ret_N
+            ret_N = np.where(done_TN[t], 0.0, ret_N)
+        self.ret_N.copy_(torch.from_numpy(ret_N))
+        self.rms.update(torch.from_numpy(ret_TN[rollout.valid]).reshape(-1, 1))
+        std = math.sqrt(float(self.rms.var[0]) + 1e-8)
+        return np.clip(rew_TN / std, -self.clip, self.clip).astype(np.float32)
+
+
+def flatten_valid(rollout: Rollout, device: torch.device, **extra: np.ndarray) -> dict[str, torch.Tensor]:
+    """The valid rows of the rollout (and of any extra ``[T, N]`` arrays) as flat ``[B, ...]`` tensors.
+
+    Keys: ``obs``, ``act``, ``log_prob``, ``value`` and the names of ``extra``.
+    """
+    valid = rollout.valid.reshape(-1)
+    all_valid = bool(valid.all())
+    out: dict[str, torch.Tensor] = {}
+    arrays = {"obs": rollout.obs, "act": rollout.act, "log_prob": rollout.log_prob, "value": rollout.value}
+    arrays.update(extra)
+    for name, a in arrays.items():
+        flat = a.reshape(-1, *a.shape[2:])
+        if not all_valid:
+            flat = flat[valid]
+        out[name] = torch.as_tensor(np.ascontiguousarray(flat), device=device)
+    return out
+
+
+def normalize_advantages(adv_B: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """``(adv - mean) / (std + eps)``; a batch of one is only centred."""
+    if adv_B.numel() < 2:
+        return adv_B - adv_B.mean()
+    return (adv_B - adv_B.mean()) / (adv_B.std() + eps)
+
+
+def ppo_policy_loss(
+    log_prob_B: torch.Tensor, old_log_prob_B: torch.Tensor, adv_B: torch.Tensor, clip_coef: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate loss (Schulman et al. 2017, eq. 7), negated for minimisation.
+
+    ``L = mean(max(-A r, -A clip(r, 1 - eps, 1 + eps)))`` with ``r = exp(log_prob - old_log_prob)``.
+
+    Returns:
+        ``(loss, approx_kl, clip_fraction)``: ``approx_kl = mean((r - 1) - log r)`` (the unbiased,
+        non-negative k3 estimator of KL(old || new), Schulman 2020), ``clip_fraction`` the share of
+        samples with ``|r - 1| > eps``; the last two are detached.
+    """
+    log_ratio_B = log_prob_B - old_log_prob_B
+    ratio_B = log_ratio_B.exp()
+    loss = torch.max(-adv_B * ratio_B, -adv_B * ratio_B.clamp(1.0 - clip_coef, 1.0 + clip_coef)).mean()
+    with torch.no_grad():
+        approx_kl = ((ratio_B - 1.0) - log_ratio_B).mean()
+        clip_fraction = ((ratio_B - 1.0).abs() > clip_coef).float().mean()
+    return loss, approx_kl, clip_fraction
+
+
+def value_loss(
+    value_B: torch.Tensor,
+    ret_B: torch.Tensor,
+    old_value_B: torch.Tensor | None = None,
+    clip_coef: float | None = None,
+) -> torch.Tensor:
+    """``0.5 * mean((V - ret)^2)``, or PPO's clipped variant when ``clip_coef`` is set.
+
+    Clipped (OpenAI baselines ``ppo2``; CleanRL ``clip_vloss``):
+    ``0.5 * mean(max((V - ret)^2, (V_old + clip(V - V_old, -c, c) - ret)^2))``.
+    """
+    if clip_coef is None:
+        return 0.5 * (value_B - ret_B).square().mean()
+    assert old_value_B is not None
+    clipped_B = old_value_B + (value_B - old_value_B).clamp(-clip_coef, clip_coef)
+    return 0.5 * torch.max((value_B - ret_B).square(), (clipped_B - ret_B).square()).mean()
+
+
+def explained_variance(pred: np.ndarray, target: np.ndarray) -> float:
+    """``1 - Var(target - pred) / Var(target)`` (NaN when the target is constant)."""
+    var = float(np.var(target))
+    return float("nan") if var == 0 else 1.0 - float(np.var(target - pred)) / var
+
+
+@torch.no_grad()
+def policy_act(policy: ActorCritic, obs: Any, device: torch.device, *, deterministic: bool) -> np.ndarray:
+    """Actions for a NumPy batch of N observations (int64 ``[N]`` or float32 ``[N, A]``, unclipped)."""
+    act, _ = policy.sample(
+        policy.features(torch.as_tensor(np.asarray(obs), device=device)), deterministic=deterministic
+    )
+    return act.cpu().numpy()
+
+
+@torch.no_grad()
+def policy_act_value(
+    policy: ActorCritic, obs: Any, device: torch.device
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(act, log_prob float32 [N], value float32 [N])`` for a NumPy batch of N observations."""
+    x_NO = policy.features(torch.as_tensor(np.asarray(obs), device=device))
+    act, log_prob_N = policy.sample(x_NO)
+    value_N = policy.value(x_NO)
+    return act.cpu().numpy(), log_prob_N.cpu().numpy(), value_N.cpu().numpy()
+
+
+@torch.no_grad()
+def policy_value(policy: ActorCritic, obs: Any, device: torch.device) -> np.ndarray:
+    """``V(o)`` float32 ``[N]`` for a NumPy batch of N observations (zeros without a critic)."""
+    return policy.value(policy.features(torch.as_tensor(np.asarray(obs), device=device))).cpu().numpy()
+
+
+def anneal_learning_rate(
+    optimizer: torch.optim.Optimizer, lr: float, env_steps: int, anneal_env_steps: int | None
+) -> float:
+    """Set ``lr * max(0, 1 - env_steps / anneal_env_steps)`` on every param group; return it.
+
+    ``anneal_env_steps=None`` keeps ``lr`` (CleanRL's ``anneal_lr`` with the horizon in env steps).
+    """
+    if anneal_env_steps is not None:
+        lr = lr * max(0.0, 1.0 - env_steps / anneal_env_steps)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    return lr

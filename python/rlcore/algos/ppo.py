@@ -1,0 +1,286 @@
+"""Proximal Policy Optimization with the clipped surrogate objective.
+
+Sources: Schulman et al. 2017, "Proximal Policy Optimization Algorithms" (clipped objective eq. 7,
+combined loss eq. 9, Algorithm 1); GAE from Schulman et al. 2016, eq. 16, computed in Rust by
+:func:`rlcore.compute_gae`; the implementation details of Huang et al. 2022, "The 37 Implementation
+Details of PPO" (orthogonal init, Adam eps 1e-5, advantage normalisation per minibatch, value
+clipping, global gradient clipping, learning-rate annealing, observation and return normalisation).
+Reads in the order of CleanRL's ``ppo.py`` update: (reward scaling), GAE, flatten, epochs of
+shuffled minibatches (ratio, approximate KL, clipped policy loss, value loss, entropy bonus), KL
+early stop, explained variance.
+
+Truncation is handled by the rollout: a truncated step bootstraps from the value of its true final
+observation, a rollout cut mid-episode from the value of the next observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlcore.algos.actor_critic import (
+    ActorCritic,
+    ReturnNormalizer,
+    anneal_learning_rate,
+    explained_variance,
+    flatten_valid,
+    normalize_advantages,
+    policy_act,
+    policy_act_value,
+    policy_value,
+    ppo_policy_loss,
+    value_loss,
+)
+from rlcore.algos.common import clip_grad, resolve_device
+from rlcore.rollout import Rollout
+
+__all__ = ["PPO", "PPOConfig", "PPOStats"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PPOConfig:
+    """Hyperparameters of :class:`PPO` (defaults: SB3's / CleanRL's PPO)."""
+
+    hidden: Sequence[int] = (64, 64)
+    """Hidden widths of the policy and value MLPs (tanh, separate networks)."""
+    lr: float = 3e-4
+    """Adam learning rate."""
+    lr_anneal_env_steps: int | None = None
+    """Decay the learning rate linearly to 0 over this many env steps (``None``: constant)."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    n_epochs: int = 10
+    """Passes over each rollout."""
+    minibatch_size: int = 64
+    """Transitions per gradient step (the last minibatch of an epoch may be smaller)."""
+    clip_coef: float = 0.2
+    """Clip range epsilon of the probability ratio."""
+    value_clip_coef: float | None = None
+    """Clip range of the value change around the sampling value (``None``: unclipped value loss)."""
+    ent_coef: float = 0.0
+    """Weight of the entropy bonus."""
+    vf_coef: float = 0.5
+    """Weight of the value loss."""
+    max_grad_norm: float | None = 0.5
+    """Clip the global gradient norm (``None``: no clipping)."""
+    normalize_advantages: bool = True
+    """Standardise advantages within each minibatch."""
+    target_kl: float | None = None
+    """Stop the epochs once a minibatch's approximate KL exceeds ``1.5 * target_kl`` (``None``: never)."""
+    normalize_obs: bool = False
+    """Normalise observations with running mean/std (updated after each update, clipped to ±10)."""
+    normalize_returns: bool = False
+    """Scale rewards by the running std of the discounted return."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (continuous actions)."""
+    seed: int = 0
+    """Seed of the minibatch shuffling."""
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0):
+            raise ValueError(f"gamma and gae_lambda must be in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        if self.n_epochs < 1 or self.minibatch_size < 1:
+            raise ValueError("n_epochs and minibatch_size must be >= 1")
+        if self.clip_coef <= 0 or (self.value_clip_coef is not None and self.value_clip_coef <= 0):
+            raise ValueError("clip_coef and value_clip_coef must be > 0")
+        if self.target_kl is not None and self.target_kl <= 0:
+            raise ValueError(f"target_kl must be > 0 or None, got {self.target_kl}")
+        if self.lr <= 0 or (self.lr_anneal_env_steps is not None and self.lr_anneal_env_steps < 1):
+            raise ValueError("lr must be > 0 and lr_anneal_env_steps >= 1 or None")
+
+
+@dataclass(frozen=True)
+class PPOStats:
+    """Statistics of one PPO update (one rollout), averaged over its gradient steps."""
+
+    policy_loss: float
+    """Clipped surrogate loss (negated objective)."""
+    value_loss: float
+    """``0.5 * (V - ret)^2`` (clipped variant when enabled)."""
+    entropy: float
+    """Mean policy entropy in nats."""
+    approx_kl: float
+    """Mean approximate KL(old || new) of the minibatches (k3 estimator)."""
+    clip_fraction: float
+    """Share of samples whose ratio left ``[1 - eps, 1 + eps]``."""
+    explained_variance: float
+    """``1 - Var(ret - V_old) / Var(ret)`` of the sampling critic."""
+    grad_steps: int
+    """Gradient steps taken in this update."""
+    epochs: float
+    """Epochs run (fewer than ``n_epochs`` after a KL early stop; fractional when stopped mid-epoch)."""
+    learning_rate: float
+    """Learning rate used in this update."""
+
+
+class PPO:
+    """PPO for ``Discrete`` and ``Box`` action spaces.
+
+    Args:
+        policy: actor-critic networks (with a critic).
+        optimizer: optimises all of ``policy``'s parameters.
+        num_envs: N of the rollouts (the return normaliser keeps one running return per env).
+        config: hyperparameters.
+        device: where the networks live (``None``/``"auto"``: cuda when available).
+
+    Raises:
+        ValueError: the policy has no critic.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: ActorCritic,
+        optimizer: torch.optim.Optimizer,
+        num_envs: int,
+        config: PPOConfig,
+        device: str | torch.device | None = None,
+    ) -> None:
+        if policy.critic is None:
+            raise ValueError("PPO needs an ActorCritic with a critic (with_critic=True)")
+        self.config = config
+        self.device = resolve_device(device)
+        self.policy = policy.to(self.device)
+        self.optimizer = optimizer
+        self.return_normalizer = (
+            ReturnNormalizer(num_envs, config.gamma) if config.normalize_returns else None
+        )
+        self.rng = np.random.default_rng(config.seed)
+        self.env_steps = 0
+        self.grad_steps = 0
+
+    @classmethod
+    def from_spaces(
+        cls,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: PPOConfig | None = None,
+        *,
+        num_envs: int = 1,
+        device: str | torch.device | None = None,
+    ) -> PPO:
+        """Build the default actor-critic (CleanRL's 64x64 tanh MLPs) and its Adam optimizer."""
+        config = config or PPOConfig()
+        dev = resolve_device(device)
+        policy = ActorCritic(
+            observation_space,
+            action_space,
+            config.hidden,
+            normalize_obs=config.normalize_obs,
+            init_log_std=config.init_log_std,
+        ).to(dev)
+        optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr, eps=config.adam_eps)
+        return cls(policy=policy, optimizer=optimizer, num_envs=num_envs, config=config, device=dev)
+
+    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
+        """Actions for N observations: a sample, or the mode when ``deterministic`` (unclipped)."""
+        return policy_act(self.policy, obs, self.device, deterministic=deterministic)
+
+    def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(act, log_prob [N], value [N])`` for the sampler."""
+        return policy_act_value(self.policy, obs, self.device)
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """``V(o)`` float32 ``[N]``."""
+        return policy_value(self.policy, obs, self.device)
+
+    def update(self, rollout: Rollout) -> PPOStats:
+        """Epochs of clipped-objective minibatch steps on one rollout; then fold its observations
+        into the normaliser (after the update, so ratios compare policies on the same features)."""
+        c = self.config
+        lr = anneal_learning_rate(self.optimizer, c.lr, self.env_steps, c.lr_anneal_env_steps)
+
+        # Advantages: GAE (Rust) on the (optionally scaled) rewards.
+        rew_TN = self.return_normalizer(rollout) if self.return_normalizer is not None else rollout.rew
+        adv_TN, ret_TN = rollout.advantages(c.gamma, c.gae_lambda, rew=rew_TN)
+        b = flatten_valid(rollout, self.device, adv=adv_TN, ret=ret_TN)
+        x_BO = self.policy.features(b["obs"])
+        act_B = b["act"]
+        old_log_prob_B, old_value_B, adv_B, ret_B = b["log_prob"], b["value"], b["adv"], b["ret"]
+        batch_size = int(adv_B.shape[0])
+
+        # Epochs of shuffled minibatches.
+        sums = torch.zeros(5, device=self.device)
+        n_mb = 0
+        stop = False
+        epochs = 0.0
+        n_per_epoch = -(-batch_size // c.minibatch_size)
+        for _ in range(c.n_epochs):
+            perm = torch.from_numpy(self.rng.permutation(batch_size)).to(self.device)
+            for k, start in enumerate(range(0, batch_size, c.minibatch_size)):
+                mb = perm[start : start + c.minibatch_size]
+                log_prob_M, entropy_M = self.policy.evaluate(x_BO[mb], act_B[mb])
+                value_M = self.policy.value(x_BO[mb])
+                adv_M = normalize_advantages(adv_B[mb]) if c.normalize_advantages else adv_B[mb]
+                pg_loss, approx_kl, clip_fraction = ppo_policy_loss(
+                    log_prob_M, old_log_prob_B[mb], adv_M, c.clip_coef
+                )
+                if c.target_kl is not None and approx_kl > 1.5 * c.target_kl:
+                    stop = True
+                    epochs += k / n_per_epoch
+                    break
+                v_loss = value_loss(value_M, ret_B[mb], old_value_B[mb], c.value_clip_coef)
+                entropy = entropy_M.mean()
+                loss = pg_loss - c.ent_coef * entropy + c.vf_coef * v_loss
+
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                clip_grad(self.policy.parameters(), c.max_grad_norm)
+                self.optimizer.step()
+                sums += torch.stack(
+                    [pg_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clip_fraction]
+                )
+                n_mb += 1
+            if stop:
+                break
+            epochs += 1.0
+        self.grad_steps += n_mb
+
+        # Bookkeeping: normaliser statistics, env-step counter (drives lr annealing).
+        self.policy.update_obs_stats(b["obs"])
+        self.env_steps += batch_size
+        means = (sums / max(n_mb, 1)).tolist()
+        return PPOStats(
+            policy_loss=means[0],
+            value_loss=means[1],
+            entropy=means[2],
+            approx_kl=means[3],
+            clip_fraction=means[4],
+            explained_variance=explained_variance(old_value_B.cpu().numpy(), ret_B.cpu().numpy()),
+            grad_steps=n_mb,
+            epochs=epochs,
+            learning_rate=lr,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks (incl. observation normaliser), optimizer, return normaliser, shuffling RNG, counters."""
+        return {
+            "config": asdict(self.config),
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "return_normalizer": None
+            if self.return_normalizer is None
+            else self.return_normalizer.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "env_steps": self.env_steps,
+            "grad_steps": self.grad_steps,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.return_normalizer is not None:
+            self.return_normalizer.load_state_dict(state["return_normalizer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.env_steps = int(state["env_steps"])
+        self.grad_steps = int(state["grad_steps"])

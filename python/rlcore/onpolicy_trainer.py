@@ -1,0 +1,258 @@
+"""``OnPolicyTrainer``: an iterator whose every ``next()`` is sample a rollout -> update -> (evaluate).
+
+Same contract as :class:`rlcore.trainer.OffPolicyTrainer`:
+
+* ``next(trainer)`` samples one rollout of ``num_steps`` vector steps with the
+  :class:`~rlcore.rollout.RolloutSampler`, hands it to ``algorithm.update(rollout)`` (VPG, A2C or
+  PPO), evaluates on ``eval_envs`` every ``eval_every`` iterations and at the last one, and returns a
+  frozen :class:`~rlcore.stats.EpochStats` (``train`` holds the algorithm's stats, e.g. ``PPOStats``).
+* Iteration stops once ``max_env_steps`` env steps (valid transitions) were collected.
+* ``iter(trainer)`` returns the trainer itself and never resets anything: several trainers can be
+  advanced side by side with ``zip``, and a loop left early continues where it stopped. The envs are
+  reset once, before the first rollout.
+* After any ``next()``, :meth:`save_checkpoint` stores the algorithm (networks, optimizer,
+  normalisers, shuffling RNG), the sampler (env snapshot when the envs pickle), counters and the torch
+  RNG; a fresh trainer built the same way and given :meth:`load_checkpoint` yields the same next stats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlcore.algos.actor_critic import OnPolicyAlgorithm
+from rlcore.collector import evaluate
+from rlcore.rollout import RewardFn, RolloutSampler
+from rlcore.stats import EpisodeStats, EpochStats, EvalStats, TimeStats
+
+__all__ = ["OnPolicyTrainer", "OnPolicyTrainerConfig"]
+
+
+class Logger(Protocol):
+    """A sink for iteration statistics (see :mod:`rlcore.logging`)."""
+
+    def write(self, stats: EpochStats) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnPolicyTrainerConfig:
+    """Schedule of an :class:`OnPolicyTrainer`."""
+
+    max_env_steps: int | None = None
+    """Stop iterating once this many training env steps were collected (``None``: never stop)."""
+    num_steps: int = 128
+    """Vector steps T per rollout (a rollout holds T x N rows)."""
+    eval_every: int | None = None
+    """Evaluate every this many iterations (and at the last one); ``None``: never."""
+    eval_episodes: int = 10
+    """Episodes per evaluation, spread over the eval envs."""
+    seed: int = 0
+    """Seed of the training envs' first reset; eval envs use ``seed + 10_000 + 1_000 * k``."""
+
+    def __post_init__(self) -> None:
+        if self.num_steps < 1:
+            raise ValueError(f"num_steps must be >= 1, got {self.num_steps}")
+        if self.eval_every is not None and self.eval_every < 1:
+            raise ValueError(f"eval_every must be >= 1 or None, got {self.eval_every}")
+        if self.eval_episodes < 1:
+            raise ValueError(f"eval_episodes must be >= 1, got {self.eval_episodes}")
+        if self.max_env_steps is not None and self.max_env_steps < 1:
+            raise ValueError(f"max_env_steps must be >= 1 or None, got {self.max_env_steps}")
+
+
+class OnPolicyTrainer:
+    """On-policy training loop as an iterator of :class:`~rlcore.stats.EpochStats`.
+
+    Args:
+        algorithm: implements :class:`~rlcore.algos.actor_critic.OnPolicyAlgorithm` (VPG, A2C, PPO).
+        envs: training vector env (N sub-envs).
+        config: the schedule.
+        eval_envs: separate vector env for deterministic evaluation (``None``: no evaluation).
+        reward_fn: optional ``reward_fn(obs, act, obs_next, rew) -> rew`` for the rewards learned from.
+
+    Example::
+
+        trainer = OnPolicyTrainer(ppo, envs, config=OnPolicyTrainerConfig(max_env_steps=30_000))
+        for stats in trainer:
+            print(stats.env_steps, stats.rollout.return_mean, stats.train.approx_kl)
+    """
+
+    def __init__(
+        self,
+        algorithm: OnPolicyAlgorithm,
+        envs: gym.vector.VectorEnv,
+        *,
+        config: OnPolicyTrainerConfig,
+        eval_envs: gym.vector.VectorEnv | None = None,
+        reward_fn: RewardFn | None = None,
+    ) -> None:
+        if config.eval_every is not None and eval_envs is None:
+            raise ValueError("config.eval_every is set but no eval_envs were given")
+        self.algorithm = algorithm
+        self.config = config
+        self.sampler = RolloutSampler(envs, reward_fn=reward_fn)
+        self.eval_envs = eval_envs
+        self.iteration = 0
+        self.grad_steps = 0
+        self._evaluations = 0
+        space = envs.single_action_space
+        self._clip = (space.low, space.high) if isinstance(space, gym.spaces.Box) else None
+
+    @property
+    def env_steps(self) -> int:
+        """Cumulative training env steps (valid transitions)."""
+        return self.sampler.env_steps
+
+    @property
+    def done(self) -> bool:
+        """True once ``max_env_steps`` is reached."""
+        return self.config.max_env_steps is not None and self.env_steps >= self.config.max_env_steps
+
+    def __iter__(self) -> Iterator[EpochStats]:
+        return self
+
+    def _greedy(self, obs: Any) -> np.ndarray:
+        act = self.algorithm.act(obs, deterministic=True)
+        return act if self._clip is None else np.clip(act, *self._clip)
+
+    def evaluate(self) -> EvalStats:
+        """Run ``eval_episodes`` deterministic episodes on the eval envs (reset with fresh seeds).
+
+        Raises:
+            RuntimeError: the trainer has no eval envs.
+        """
+        if self.eval_envs is None:
+            raise RuntimeError("this trainer has no eval_envs")
+        self._evaluations += 1
+        seed = self.config.seed + 10_000 + 1_000 * self._evaluations
+        return evaluate(self._greedy, self.eval_envs, self.config.eval_episodes, seed=seed)
+
+    def __next__(self) -> EpochStats:
+        c = self.config
+        if self.done:
+            raise StopIteration
+        if self.sampler.needs_reset:
+            self.sampler.reset(seed=c.seed)
+        start = time.perf_counter()
+
+        # Sample a rollout.
+        rollout, collected = self.sampler.sample(self.algorithm, self.sampler.envs, c.num_steps)
+        t_collect = time.perf_counter()
+
+        # Update.
+        algo_stats = self.algorithm.update(rollout)
+        self.grad_steps += int(getattr(algo_stats, "grad_steps", 1))
+        t_update = time.perf_counter()
+
+        # Evaluate.
+        self.iteration += 1
+        eval_stats = None
+        if c.eval_every is not None and (self.iteration % c.eval_every == 0 or self.done):
+            eval_stats = self.evaluate()
+        end = time.perf_counter()
+
+        return EpochStats(
+            iteration=self.iteration,
+            env_steps=self.env_steps,
+            grad_steps=self.grad_steps,
+            rollout=EpisodeStats.from_episodes(
+                collected.episode_returns, collected.episode_lengths, collected.episode_successes
+            ),
+            train=algo_stats,
+            eval=eval_stats,
+            time=TimeStats(
+                env_steps=self.env_steps,
+                grad_steps=self.grad_steps,
+                episodes=self.sampler.episodes,
+                collect_s=t_collect - start,
+                update_s=t_update - t_collect,
+                eval_s=end - t_update,
+                iteration_s=end - start,
+                env_steps_per_s=collected.env_steps / max(t_update - start, 1e-9),
+            ),
+        )
+
+    def run(self, logger: Logger | None = None) -> EpochStats | None:
+        """Iterate until ``max_env_steps``, writing every iteration to ``logger``; return the last stats.
+
+        Raises:
+            ValueError: ``max_env_steps`` is ``None`` (the loop would never end).
+        """
+        if self.config.max_env_steps is None:
+            raise ValueError(
+                "run() needs config.max_env_steps; iterate the trainer yourself for an endless run"
+            )
+        last = None
+        for stats in self:
+            if logger is not None:
+                logger.write(stats)
+            last = stats
+        return last
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Write ``trainer.pt`` (algorithm, sampler, counters, RNGs) into the directory ``path``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        state = {
+            "config": dataclasses.asdict(self.config),
+            "algorithm": self.algorithm.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "iteration": self.iteration,
+            "grad_steps": self.grad_steps,
+            "evaluations": self._evaluations,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        }
+        torch.save(state, path / "trainer.pt")
+        (path / "meta.json").write_text(
+            json.dumps({"iteration": self.iteration, "env_steps": self.env_steps})
+        )
+        return path
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore :meth:`save_checkpoint` into this trainer (built with the same constructors).
+
+        Raises:
+            FileNotFoundError: ``path`` holds no checkpoint.
+        """
+        path = Path(path)
+        if not (path / "trainer.pt").is_file():
+            raise FileNotFoundError(f"no checkpoint in {path} (expected trainer.pt)")
+        state = torch.load(path / "trainer.pt", weights_only=False)
+        self.algorithm.load_state_dict(state["algorithm"])
+        self.sampler.load_state_dict(state["sampler"], seed=self.config.seed + 1)
+        self.iteration = int(state["iteration"])
+        self.grad_steps = int(state["grad_steps"])
+        self._evaluations = int(state["evaluations"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+
+    @classmethod
+    def resume(
+        cls,
+        path: str | Path,
+        algorithm: OnPolicyAlgorithm,
+        envs: gym.vector.VectorEnv,
+        *,
+        config: OnPolicyTrainerConfig,
+        eval_envs: gym.vector.VectorEnv | None = None,
+        reward_fn: RewardFn | None = None,
+    ) -> OnPolicyTrainer:
+        """Build a trainer from fresh objects and load the checkpoint at ``path`` into it."""
+        trainer = cls(algorithm, envs, config=config, eval_envs=eval_envs, reward_fn=reward_fn)
+        trainer.load_checkpoint(path)
+        return trainer

@@ -1,0 +1,377 @@
+"""On-policy rollouts: a ``[T, N]`` :class:`Rollout` and the :class:`RolloutSampler` that fills it.
+
+The sampler is separate from the algorithm::
+
+    rollout = sampler.sample(policy, envs, num_steps)   # T = num_steps vector steps of N envs
+    stats = algo.update(rollout)
+
+Autoreset modes (``envs.metadata["autoreset_mode"]``, gymnasium >= 1.0), as in
+:mod:`rlcore.collector`:
+
+* ``NEXT_STEP`` (default): the step after a done returns the reset observation with reward 0 and
+  ignores the action. That row is kept in the ``[T, N]`` grid (every env steps together) but marked
+  ``valid = False``: it is no transition, the algorithms leave it out of every loss and it is not
+  counted as an env step. Its ``obs`` is the true final observation o_L of the episode that just
+  ended, so the value the policy computed for it *is* V(o_L): it becomes ``final_value`` of the done
+  row (truncation bootstraps from it, CASES.md #6).
+* ``SAME_STEP``: the done step returns the reset observation; the true final observation is in
+  ``info["final_obs"]``, and the sampler evaluates ``policy.value`` on it for truncated rows. Every
+  row is valid.
+* ``DISABLED``: the sampler resets done envs itself; the observation the done step returned is the
+  final one. Every row is valid.
+
+Dimension letters: T time (vector steps), N envs, O observation shape, A action shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from rlcore.returns import compute_gae
+from rlcore.stats import CollectStats
+
+__all__ = ["ActorCriticPolicy", "Rollout", "RolloutSampler", "RewardFn"]
+
+RewardFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+"""``reward_fn(obs, act, obs_next, rew) -> rew``: float ``[N]`` rewards to learn from instead of ``rew``."""
+
+
+@runtime_checkable
+class ActorCriticPolicy(Protocol):
+    """What the sampler needs from a policy (VPG, A2C and PPO implement it).
+
+    Both methods take a NumPy batch of N observations and return NumPy arrays.
+    """
+
+    def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sample actions; return ``(act [N, *A], log_prob float32 [N], value float32 [N])``."""
+        ...
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """State values float32 ``[N]`` (on the scale the critic learns, i.e. normalised returns)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """``T`` vector steps of ``N`` envs, time-major. Arrays are owned by the rollout (not reused).
+
+    ``act`` holds the policy's raw sample (before clipping to a ``Box`` action space), so its
+    ``log_prob`` is exact; the env received the clipped action.
+    """
+
+    obs: np.ndarray
+    """``[T, N, *O]`` observation at each step (NEXT_STEP reset rows: the final observation o_L)."""
+    act: np.ndarray
+    """``[T, N, *A]`` sampled actions (int64 for Discrete, float32 for Box)."""
+    rew: np.ndarray
+    """float32 ``[T, N]`` rewards to learn from (``reward_fn``'s output when one is given); 0 on invalid rows."""
+    terminated: np.ndarray
+    """bool ``[T, N]``: the episode ended in a terminal state at this step (no bootstrap)."""
+    truncated: np.ndarray
+    """bool ``[T, N]``: the episode was cut at this step (time limit); bootstraps from ``final_value``."""
+    valid: np.ndarray
+    """bool ``[T, N]``: the row is a transition (False only for NEXT_STEP reset rows)."""
+    log_prob: np.ndarray
+    """float32 ``[T, N]`` log pi(act | obs) under the sampling policy."""
+    value: np.ndarray
+    """float32 ``[T, N]`` V(obs) under the sampling critic."""
+    final_value: np.ndarray
+    """float32 ``[T, N]`` V(final observation) where ``truncated``; 0 elsewhere."""
+    last_value: np.ndarray
+    """float32 ``[N]`` V of the observation after the last step (bootstrap of rollouts cut mid-episode)."""
+    env_rew: np.ndarray
+    """float32 ``[T, N]`` the env's own rewards (episode statistics; equal to ``rew`` without ``reward_fn``)."""
+
+    @property
+    def num_steps(self) -> int:
+        """T, vector steps."""
+        return int(self.rew.shape[0])
+
+    @property
+    def num_envs(self) -> int:
+        """N, envs."""
+        return int(self.rew.shape[1])
+
+    @property
+    def num_transitions(self) -> int:
+        """Valid rows (env steps)."""
+        return int(self.valid.sum())
+
+    def next_value(self) -> np.ndarray:
+        """float32 ``[T, N]`` value of the observation after each step.
+
+        ``value[t + 1]`` inside the rollout, ``last_value`` after the last step, and
+        ``final_value`` where the step was truncated (the true final observation, not the reset one).
+        Terminated rows carry a value here too; GAE ignores it.
+        """
+        next_TN = np.empty_like(self.value)
+        next_TN[:-1] = self.value[1:]
+        next_TN[-1] = self.last_value
+        return np.where(self.truncated, self.final_value, next_TN).astype(np.float32)
+
+    def advantages(
+        self,
+        gamma: float,
+        gae_lambda: float,
+        *,
+        rew: np.ndarray | None = None,
+        value: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """GAE advantages and returns ``(adv [T, N], ret [T, N])`` from the Rust :func:`rlcore.compute_gae`.
+
+        Schulman et al. 2016, eq. 16: ``delta_t = r_t + gamma (1 - term_t) V(s_{t+1}) - V(s_t)``,
+        ``A_t = delta_t + gamma lambda (1 - done_t) A_{t+1}``, ``ret = A + V``; ``V(s_{t+1})`` is
+        :meth:`next_value`. Invalid rows get whatever the recursion gives and must be masked by the
+        caller (they never leak into valid rows: the row before a reset row is a done row).
+
+        Args:
+            gamma: discount; gae_lambda: lambda (1.0: Monte-Carlo returns minus the baseline).
+            rew: rewards to use instead of ``self.rew`` (e.g. scaled by a return normaliser).
+            value: values to use instead of ``self.value``/``final_value``/``last_value``; pass zeros
+                (``np.zeros_like(self.value)``) for a baseline-free REINFORCE: then every bootstrap is 0.
+        """
+        rew_TN = self.rew if rew is None else rew
+        if value is None:
+            value_TN, next_TN = self.value, self.next_value()
+        else:
+            value_TN, next_TN = value, np.zeros_like(value)
+        return compute_gae(rew_TN, value_TN, next_TN, self.terminated, self.truncated, gamma, gae_lambda)
+
+
+def _set_rows(dst: np.ndarray, src: Any, idx: np.ndarray) -> None:
+    dst[idx] = np.asarray(src)[idx]
+
+
+class RolloutSampler:
+    """Steps a gymnasium vector env with an :class:`ActorCriticPolicy` for ``T`` vector steps.
+
+    The sampler owns the env's current observations between calls, so consecutive rollouts continue
+    the same episodes. It does not reset at construction: call :meth:`reset` once (the trainer does).
+
+    Args:
+        envs: a gymnasium ``VectorEnv`` with N sub-envs and a ``Box`` observation space.
+        reward_fn: optional ``reward_fn(obs, act, obs_next, rew) -> rew`` whose output becomes
+            ``rollout.rew`` (learned rewards: GAIL, preference models); ``obs_next`` is the true next
+            observation (the final one at a done step), ``act`` the action the env received. Episode
+            statistics always use the env's reward.
+
+    Raises:
+        ValueError: a ``Dict`` observation space (flatten it with a wrapper first).
+    """
+
+    def __init__(self, envs: gym.vector.VectorEnv, *, reward_fn: RewardFn | None = None) -> None:
+        if isinstance(envs.single_observation_space, gym.spaces.Dict):
+            raise ValueError(
+                "RolloutSampler needs array observations; wrap dict envs with "
+                "gymnasium.wrappers.vector.FlattenObservation"
+            )
+        self.envs = envs
+        self.reward_fn = reward_fn
+        self.num_envs = int(envs.num_envs)
+        mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        self.autoreset_mode = AutoresetMode(mode) if isinstance(mode, str) else mode
+        space = envs.single_action_space
+        self._clip: tuple[np.ndarray, np.ndarray] | None = None
+        if isinstance(space, gym.spaces.Box):
+            self._clip = (space.low.astype(np.float32), space.high.astype(np.float32))
+        self.obs: np.ndarray | None = None
+        self._reset_row_N = np.zeros(self.num_envs, dtype=bool)
+        self._ep_return_N = np.zeros(self.num_envs, dtype=np.float64)
+        self._ep_length_N = np.zeros(self.num_envs, dtype=np.int64)
+        self.env_steps = 0
+        self.episodes = 0
+
+    @property
+    def needs_reset(self) -> bool:
+        """True until :meth:`reset` was called once."""
+        return self.obs is None
+
+    def reset(self, *, seed: int | None = None) -> None:
+        """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and forget partial episodes."""
+        self.obs, _ = self.envs.reset(seed=seed)
+        self._reset_row_N[:] = False
+        self._ep_return_N[:] = 0.0
+        self._ep_length_N[:] = 0
+
+    def sample(
+        self, policy: ActorCriticPolicy, envs: gym.vector.VectorEnv | None = None, num_steps: int = 128
+    ) -> tuple[Rollout, CollectStats]:
+        """Run ``num_steps`` vector steps and return the rollout and its episode statistics.
+
+        Args:
+            policy: samples actions and values.
+            envs: must be the sampler's env when given (the argument exists so the call reads
+                ``sampler.sample(policy, envs, num_steps)``).
+            num_steps: T (> 0).
+
+        Raises:
+            RuntimeError: :meth:`reset` was never called.
+            ValueError: ``num_steps <= 0`` or another env than the sampler's.
+        """
+        if envs is not None and envs is not self.envs:
+            raise ValueError("sample(): envs must be the env this sampler was built with")
+        if self.obs is None:
+            raise RuntimeError("RolloutSampler.sample() before reset(): call sampler.reset(seed=...) once")
+        if num_steps <= 0:
+            raise ValueError(f"num_steps must be > 0, got {num_steps}")
+        start = time.perf_counter()
+        T, N = num_steps, self.num_envs
+        obs_TNO = np.empty((T, *np.shape(self.obs)), dtype=np.asarray(self.obs).dtype)
+        act_TNA: np.ndarray | None = None
+        rew_TN = np.zeros((T, N), dtype=np.float32)
+        env_rew_TN = np.zeros((T, N), dtype=np.float32)
+        term_TN = np.zeros((T, N), dtype=bool)
+        trunc_TN = np.zeros((T, N), dtype=bool)
+        valid_TN = np.ones((T, N), dtype=bool)
+        log_prob_TN = np.zeros((T, N), dtype=np.float32)
+        value_TN = np.zeros((T, N), dtype=np.float32)
+        final_value_TN = np.zeros((T, N), dtype=np.float32)
+        returns: list[float] = []
+        lengths: list[int] = []
+        successes: list[float] = []
+        next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
+
+        for t in range(T):
+            obs = self.obs
+            act, log_prob_N, value_N = policy.act_value(obs)
+            if act_TNA is None:
+                act_TNA = np.empty((T, *np.shape(act)), dtype=np.asarray(act).dtype)
+            env_act = act if self._clip is None else np.clip(act, *self._clip)
+            obs_next, rew_N, term_N, trunc_N, info = self.envs.step(env_act)
+
+            valid_N = ~self._reset_row_N
+            if next_step and t > 0:
+                # The reset row's obs is the final observation of the done row before it.
+                fill = self._reset_row_N & trunc_TN[t - 1]
+                final_value_TN[t - 1, fill] = value_N[fill]
+            done_N = (term_N | trunc_N) & valid_N
+            done_idx = np.flatnonzero(done_N)
+
+            # The true observation after this step (the final one at a done step).
+            true_next = obs_next
+            if self.autoreset_mode == AutoresetMode.SAME_STEP and done_idx.size:
+                true_next = np.array(obs_next, copy=True)
+                for i in done_idx:
+                    true_next[i] = info["final_obs"][i]
+            if self.autoreset_mode != AutoresetMode.NEXT_STEP:
+                cut = np.flatnonzero(np.asarray(trunc_N) & valid_N)
+                if cut.size:
+                    final_value_TN[t, cut] = policy.value(np.asarray(true_next)[cut])
+            self.obs = obs_next
+            if self.autoreset_mode == AutoresetMode.DISABLED and done_idx.size:
+                self.obs, _ = self.envs.reset(options={"reset_mask": done_N})
+
+            rew_N = np.asarray(rew_N, dtype=np.float32)
+            learn_rew_N = rew_N
+            if self.reward_fn is not None:
+                learn_rew_N = np.asarray(self.reward_fn(obs, env_act, true_next, rew_N), dtype=np.float32)
+            obs_TNO[t] = obs
+            act_TNA[t] = act
+            valid_TN[t] = valid_N
+            rew_TN[t] = np.where(valid_N, learn_rew_N, 0.0)
+            env_rew_TN[t] = np.where(valid_N, rew_N, 0.0)
+            term_TN[t] = np.asarray(term_N) & valid_N
+            trunc_TN[t] = np.asarray(trunc_N) & valid_N
+            log_prob_TN[t] = log_prob_N
+            value_TN[t] = value_N
+
+            self._ep_return_N += env_rew_TN[t]
+            self._ep_length_N += valid_N
+            for i in done_idx:
+                returns.append(float(self._ep_return_N[i]))
+                lengths.append(int(self._ep_length_N[i]))
+                info_i = info["final_info"] if self.autoreset_mode == AutoresetMode.SAME_STEP else info
+                if "is_success" in info_i and info_i.get("_is_success", np.ones(N, bool))[i]:
+                    successes.append(float(info_i["is_success"][i]))
+            self._ep_return_N[done_idx] = 0.0
+            self._ep_length_N[done_idx] = 0
+            self._reset_row_N = done_N if next_step else np.zeros_like(done_N)
+
+        last_value_N = np.asarray(policy.value(self.obs), dtype=np.float32)
+        if next_step:
+            # A truncation at the last step: the next observation is the final one.
+            fill = self._reset_row_N & trunc_TN[T - 1]
+            final_value_TN[T - 1, fill] = last_value_N[fill]
+        assert act_TNA is not None
+        rollout = Rollout(
+            obs=obs_TNO,
+            act=act_TNA,
+            rew=rew_TN,
+            terminated=term_TN,
+            truncated=trunc_TN,
+            valid=valid_TN,
+            log_prob=log_prob_TN,
+            value=value_TN,
+            final_value=final_value_TN,
+            last_value=last_value_N,
+            env_rew=env_rew_TN,
+        )
+        n = rollout.num_transitions
+        self.env_steps += n
+        self.episodes += len(returns)
+        stats = CollectStats(
+            env_steps=n,
+            vector_steps=T,
+            episode_returns=tuple(returns),
+            episode_lengths=tuple(lengths),
+            episode_successes=tuple(successes),
+            duration_s=time.perf_counter() - start,
+        )
+        return rollout, stats
+
+    def state_dict(self) -> dict[str, Any]:
+        """Current observations, pending NEXT_STEP resets, partial episodes and counters.
+
+        The sub-envs themselves are pickled when they allow it (classic control does, MuJoCo does
+        not), with the same rules as :meth:`rlcore.collector.Collector.state_dict`.
+        """
+        import pickle
+
+        blob: bytes | None = None
+        sub_envs = getattr(self.envs, "envs", None)
+        if sub_envs is not None:
+            try:
+                blob = pickle.dumps((sub_envs, getattr(self.envs, "_autoreset_envs", None)))
+            except Exception:  # noqa: BLE001 - any pickling failure means "not restorable"
+                blob = None
+        return {
+            "obs": None if self.obs is None else np.array(self.obs, copy=True),
+            "reset_row": self._reset_row_N.copy(),
+            "ep_return": self._ep_return_N.copy(),
+            "ep_length": self._ep_length_N.copy(),
+            "env_steps": self.env_steps,
+            "episodes": self.episodes,
+            "envs": blob,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], *, seed: int | None = None) -> None:
+        """Restore :meth:`state_dict`; without an env snapshot, reset the envs with ``seed`` (warns)."""
+        import pickle
+        import warnings
+
+        self.env_steps = int(state["env_steps"])
+        self.episodes = int(state["episodes"])
+        if state["envs"] is not None and hasattr(self.envs, "envs"):
+            sub_envs, autoreset = pickle.loads(state["envs"])  # noqa: S301 - our own checkpoint
+            self.envs.envs = sub_envs
+            if autoreset is not None:
+                setattr(self.envs, "_autoreset_envs", autoreset)  # noqa: B010 - private SyncVectorEnv state
+            self.obs = np.array(state["obs"], copy=True)
+            self._reset_row_N = state["reset_row"].copy()
+            self._ep_return_N = state["ep_return"].copy()
+            self._ep_length_N = state["ep_length"].copy()
+        else:
+            warnings.warn(
+                "the checkpoint holds no env snapshot (envs not picklable): envs are reset on resume",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self.reset(seed=seed)
