@@ -3,14 +3,17 @@
 Usage (from the repository root, with rlcore built in release mode and the peers installed,
 ``pip install -e .[bench]``)::
 
-    python benches/report.py                 # run everything (~5 min on 2 cores) and write the report
-    python benches/report.py --from-json F   # only rebuild the report from an earlier --benchmark-json
-    python benches/report.py -k "sample"     # a subset (pytest -k expression)
+    python benches/report.py                     # 3 runs of every group (~9 min on 2 cores), then the report
+    python benches/report.py --runs 1            # one run (~3 min)
+    python benches/report.py --save DIR          # also keep the raw pytest-benchmark JSON in DIR
+    python benches/report.py --from DIR          # only rebuild the report from a --save directory
+    python benches/report.py -k "sample" --out /tmp/b.md   # a subset (pytest -k expression)
 
 The benchmarks themselves are pytest-benchmark tests (``benches/test_bench_*.py``): every group
-runs rlcore and each peer on identical data in one process. The report gives, per group, the
-median and interquartile range of the time per call in µs and the ratio peer median / rlcore
-median (> 1: rlcore is faster), the machine, the versions and the date, the peers that were
+runs rlcore and each peer on identical data in one process. The suite runs ``--runs`` times (the
+machine this was written on is shared and noisy); the report gives, per group, the median over
+runs of each run's median time per call in µs, the interquartile range, the run-to-run spread and
+the ratio peer median / rlcore median (> 1: rlcore is faster), the machine, the versions and the date, the peers that were
 skipped and why, and the issue targets with the measured value.
 """
 
@@ -23,6 +26,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,7 +36,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-IMG = DOCS / "img"
 
 PEER_ORDER = ["rlcore", "rlox", "cpprb", "sb3", "tianshou", "torchrl"]
 PACKAGES = [
@@ -53,7 +56,7 @@ PACKAGES = [
 ]
 PYTEST_TIMING = [
     "--benchmark-min-rounds=10",
-    "--benchmark-max-time=0.5",
+    "--benchmark-max-time=0.3",
     "--benchmark-warmup=on",
     "--benchmark-warmup-iterations=20",
     "--benchmark-columns=median,iqr,rounds",
@@ -159,14 +162,15 @@ def versions() -> dict[str, str]:
 # results
 
 
-def load_results(json_path: Path) -> list[dict[str, Any]]:
-    data = json.loads(json_path.read_text())
-    rows = []
-    for b in data["benchmarks"]:
-        ex = b.get("extra_info", {})
-        st = b["stats"]
-        rows.append(
-            {
+def load_results(json_paths: list[Path]) -> list[dict[str, Any]]:
+    """One row per (group, library): the median over runs of each run's median (and of its IQR),
+    the smallest single time, all rounds, and the run-to-run spread of the medians."""
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for path in json_paths:
+        for b in json.loads(path.read_text())["benchmarks"]:
+            ex = b.get("extra_info", {})
+            st = b["stats"]
+            row = {
                 "group": ex.get("group", b.get("group") or b["name"]),
                 "op": ex.get("op", b.get("group") or b["name"]),
                 "lib": ex.get("lib", b["name"]),
@@ -176,6 +180,21 @@ def load_results(json_path: Path) -> list[dict[str, Any]]:
                 "iqr": st["iqr"] * 1e6,
                 "min": st["min"] * 1e6,
                 "rounds": st["rounds"],
+            }
+            runs[(row["group"], row["lib"])].append(row)
+    rows = []
+    for rs in runs.values():
+        meds = [r["median"] for r in rs]
+        med = statistics.median(meds)
+        rows.append(
+            {
+                **rs[0],
+                "median": med,
+                "iqr": statistics.median(r["iqr"] for r in rs),
+                "min": min(r["min"] for r in rs),
+                "rounds": sum(r["rounds"] for r in rs),
+                "runs": len(rs),
+                "spread": (max(meds) - min(meds)) / med if med else 0.0,
             }
         )
     return rows
@@ -234,14 +253,14 @@ def slug(s: str) -> str:
 # charts
 
 
-def charts(groups: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+def charts(groups: dict[str, list[dict[str, Any]]], img: Path) -> dict[str, str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    IMG.mkdir(parents=True, exist_ok=True)
-    for old in IMG.glob("bench_*.png"):
+    img.mkdir(parents=True, exist_ok=True)
+    for old in img.glob("bench_*.png"):
         old.unlink()
     paths = {}
     for g, rs in groups.items():
@@ -265,7 +284,7 @@ def charts(groups: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
         ax.set_xlim(min(med) / 2, max(med) * 8)
         fig.tight_layout()
         name = f"bench_{slug(g)}.png"
-        fig.savefig(IMG / name, dpi=90)
+        fig.savefig(img / name, dpi=90)
         plt.close(fig)
         paths[g] = f"img/{name}"
 
@@ -284,14 +303,29 @@ def charts(groups: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
         ax.axhline(1, color="black", lw=0.8)
         ax.set_yscale("log")
         ax.set_ylabel("peer time / rlcore time (log; > 1: rlcore faster)")
-        ax.set_xticks(x, [g.replace(" @ ", "\n@ ").replace(", ", ",\n") for g in heads], fontsize=7)
-        ax.legend(fontsize=8, ncol=len(peers))
-        ax.set_title("rlcore speed-up over each peer (same process, same data)", fontsize=10)
+        ax.set_xticks(x, [short_label(g) for g in heads], fontsize=8)
+        ax.legend(fontsize=8, ncol=len(peers), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+        ax.set_title("rlcore speed-up over each peer (same process, same data)", fontsize=10, pad=28)
         fig.tight_layout()
-        fig.savefig(IMG / "bench_headline.png", dpi=90)
+        fig.savefig(img / "bench_headline.png", dpi=90)
         plt.close(fig)
         paths["headline"] = "img/bench_headline.png"
     return paths
+
+
+def short_label(group: str) -> str:
+    """A two-line x tick label for the headline chart."""
+    op, _, cap = group.partition(" @ ")
+    op = (
+        op.replace("sample(256) + update_priorities(256)", "")
+        .replace("HER sample(256), native reward", "HER native")
+        .replace("HER sample(256), python reward", "HER Python")
+        .replace("sample(256, n_step=3)", "n-step 3")
+        .replace("add one 8-env step", "add\n8-env step")
+        .replace("add one transition", "add\n1 transition")
+        .strip()
+    )
+    return f"{op}\n@ {cap}" if cap else op
 
 
 def headline_groups(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -431,14 +465,16 @@ def write_markdown(
     L.append("# Benchmarks: rlcore side by side with Tianshou, SB3, cpprb, TorchRL and rlox\n")
     L.append(
         "Generated by `python benches/report.py` (pytest-benchmark, `benches/test_bench_*.py`). Every group runs "
-        "rlcore and each peer on identical data in the same process; times are µs per call, **median** over "
-        "pytest-benchmark rounds, with the interquartile range (IQR). *ratio* = peer median / rlcore median, so "
+        "rlcore and each peer on identical data in the same process; times are µs per call. The whole suite ran "
+        f"{meta.get('runs', 1)} times: *median* is the median over runs of each run's median over its "
+        "pytest-benchmark rounds, *IQR* the median of the runs' interquartile ranges, *run spread* ± half the "
+        "range of the runs' medians relative to the median. *ratio* = peer median / rlcore median, so "
         "> 1 means rlcore is faster. obs 17 float32, act 6 float32, batch 256, capacity 200k unless the group "
         "says otherwise; buffers are full (filled through the ring) before timing.\n"
     )
     m = meta["machine"]
     L.append("## Machine, versions, date\n")
-    L.append(f"- date: {meta['date']} (run took {meta['duration']})")
+    L.append(f"- date: {meta['date']} ({meta.get('runs', 1)} runs, {meta['duration']} in all)")
     L.append(
         f"- CPU: {m.get('cpu')} — {m.get('cores')} cores"
         + (f" ({m['virtualisation']} VM)" if m.get("virtualisation") else "")
@@ -511,16 +547,17 @@ def write_markdown(
     L.append("## Groups\n")
     for g, rs in groups.items():
         L.append(f"### {g}\n")
-        L.append("| library | median µs | IQR µs | min µs | rounds | ratio | notes |")
-        L.append("|---|---:|---:|---:|---:|---:|---|")
+        L.append("| library | median µs | IQR µs | run spread | min µs | rounds | ratio | notes |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---|")
         for r in rs:
             L.append(
-                f"| {r['lib']} | {fmt_us(r['median'])} | {fmt_us(r['iqr'])} | {fmt_us(r['min'])} | {r['rounds']} | "
+                f"| {r['lib']} | {fmt_us(r['median'])} | {fmt_us(r['iqr'])} | ±{r['spread'] / 2:.0%} | "
+                f"{fmt_us(r['min'])} | {r['rounds']} | "
                 f"{fmt_ratio(r['ratio'])} | {r['note']} |"
             )
         sk = [s for s in skips if _skip_group(s["test"]) == _group_key(g)]
         for s in _dedupe(sk):
-            L.append(f"| {_skip_lib(s['test'])} | skipped | | | | | {s['reason']} |")
+            L.append(f"| {_skip_lib(s['test'])} | skipped | | | | | | {s['reason']} |")
         L.append("")
         if g in pics:
             L.append(f"![{g}]({pics[g]})\n")
@@ -541,6 +578,9 @@ def write_markdown(
         "rlox, cpprb and SB3 (rlox: flat arrays and uint8 flags, as `push_batch` requires), a `Batch` for "
         "Tianshou, a `TensorDict` for TorchRL. A single env's step gives Python `float`/`bool` for reward and "
         "flags, as gymnasium does.\n"
+        "- torch runs with one intra-op thread (`torch.set_num_threads(1)`): with two threads on this loaded "
+        "2-core machine a 256-row tensor index waited ~20 ms for a core, which would have measured the machine, "
+        "not TorchRL.\n"
         "- What each call returns differs: rlcore a `TransitionBatch` of numpy arrays (obs_next and discount "
         "included), rlox/cpprb dicts of numpy arrays, SB3 torch tensors, Tianshou a `Batch`, TorchRL a "
         "`TensorDict`.\n"
@@ -610,46 +650,66 @@ def _dedupe(sk: list[dict[str, str]]) -> list[dict[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--from-json", type=Path, help="rebuild the report from this --benchmark-json file")
-    ap.add_argument("--skips", type=Path, help="with --from-json: the skips file of that run")
+    ap.add_argument(
+        "--runs", type=int, default=3, help="independent pytest runs; the report takes medians over them"
+    )
+    ap.add_argument(
+        "--save", type=Path, help="keep the raw pytest-benchmark JSON of every run in this directory"
+    )
+    ap.add_argument("--from", dest="from_dir", type=Path, help="rebuild the report from a --save directory")
     ap.add_argument("--out", type=Path, default=DOCS / "benchmarks.md")
-    ap.add_argument("--keep-json", type=Path, help="also copy the raw pytest-benchmark JSON here")
     ap.add_argument("-k", dest="keyword", help="pytest -k expression (a subset of the benchmarks)")
     args = ap.parse_args(argv)
 
-    start = dt.datetime.now(dt.UTC)
-    load_before = load_average()
-    tmp = Path(tempfile.mkdtemp(prefix="rlcore-bench-"))
-    if args.from_json:
-        json_path, skips_path = args.from_json, args.skips or Path("/nonexistent")
+    if args.from_dir:
+        raw = args.from_dir
+        meta = json.loads((raw / "meta.json").read_text())
     else:
-        json_path, skips_path = tmp / "bench.json", tmp / "skips.json"
-        rc = run_benchmarks(json_path, skips_path, ["-k", args.keyword] if args.keyword else [])
-        if rc not in (0,) or not json_path.exists():
-            print(f"benchmarks failed (pytest exit code {rc})", file=sys.stderr)
-            if not json_path.exists():
-                return rc or 1
-        if args.keep_json:
-            args.keep_json.write_text(json_path.read_text())
-            if skips_path.exists():
-                args.keep_json.with_suffix(".skips.json").write_text(skips_path.read_text())
-    duration = dt.datetime.now(dt.UTC) - start
-    rows = load_results(json_path)
-    skips = json.loads(skips_path.read_text()) if skips_path.exists() else []
+        raw = args.save or Path(tempfile.mkdtemp(prefix="rlcore-bench-"))
+        raw.mkdir(parents=True, exist_ok=True)
+        for old in raw.glob("run-*.json"):
+            old.unlink()
+        start = dt.datetime.now(dt.UTC)
+        load_before = load_average()
+        vers = versions()  # before the runs: the build that the runs load
+        for k in range(args.runs):
+            print(f"== run {k + 1} of {args.runs}", flush=True)
+            out = raw / f"run-{k}.json"
+            rc = run_benchmarks(
+                out, raw / f"run-{k}.skips.json", ["-k", args.keyword] if args.keyword else []
+            )
+            if rc != 0:
+                print(f"benchmarks failed (pytest exit code {rc})", file=sys.stderr)
+                if not out.exists():
+                    return rc or 1
+        if versions()["rlcore"] != vers["rlcore"]:
+            vers["rlcore"] += (
+                " — the native module was rebuilt while the runs went on; a run loads it once at its start"
+            )
+        meta = {
+            "date": start.strftime("%Y-%m-%d %H:%M UTC"),
+            "duration": f"{(dt.datetime.now(dt.UTC) - start).total_seconds() / 60:.1f} min",
+            "runs": args.runs,
+            "machine": machine(),
+            "versions": vers,
+            "load_before": load_before,
+            "load_after": load_average(),
+        }
+        (raw / "meta.json").write_text(json.dumps(meta, indent=1))
+    json_paths = sorted(p for p in raw.glob("run-*.json") if not p.name.endswith(".skips.json"))
+    rows = load_results(json_paths)
+    skips: list[dict[str, str]] = []
+    for p in sorted(raw.glob("run-*.skips.json")):
+        for s in json.loads(p.read_text()):
+            if s not in skips:
+                skips.append(s)
     groups = by_group(rows)
-    pics = charts(groups)
-    meta = {
-        "date": start.strftime("%Y-%m-%d %H:%M UTC"),
-        "duration": f"{duration.total_seconds() / 60:.1f} min",
-        "machine": machine(),
-        "versions": versions(),
-        "load_before": load_before,
-        "load_after": load_average(),
-    }
+    img = args.out.parent / "img"
+    pics = charts(groups, img)
     text = write_markdown(groups, skips, pics, meta)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
-    print(f"wrote {args.out} and {len(pics)} charts in {IMG}")
+    print(f"wrote {args.out} and {len(pics)} charts in {img} (raw results in {raw})")
     return 0
 
 

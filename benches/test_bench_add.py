@@ -30,6 +30,23 @@ def _add_op(lib: str, n_envs: int) -> tuple[Any, str]:
     """A zero-argument callable adding the next step of a cyclic stream, and a note."""
     vec = steps(n_envs)
     note = ""
+    if lib == "rlcore (numpy scalars)":
+        buf = build_rlcore(CAPACITY, n_envs=n_envs)
+        nxt = cycler(
+            [
+                (
+                    s["obs"],
+                    s["act"],
+                    np.float32(s["rew"]),
+                    np.bool_(s["terminated"]),
+                    np.bool_(s["truncated"]),
+                    s["obs_next"],
+                )
+                for s in vec
+            ]
+        )
+        add = buf.add
+        return (lambda: add(*nxt())), "rew/terminated/truncated as numpy scalars instead of float/bool"
     if lib == "rlcore":
         buf = build_rlcore(CAPACITY, n_envs=n_envs)
         nxt = cycler(
@@ -114,7 +131,7 @@ def _add_op(lib: str, n_envs: int) -> tuple[Any, str]:
     raise AssertionError(lib)
 
 
-@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("lib", [*LIBS, "rlcore (numpy scalars)"])
 def test_add_one_transition(benchmark: Any, lib: str) -> None:
     op, note = build_or_skip(lib, lambda: _add_op(lib, 1))
     op()
