@@ -115,6 +115,9 @@ def check_against_reference(buf, ref: RefBuffer, n_step: int, gamma: float, batc
         return
     batch = buf.sample(batch_size, n_step=n_step, gamma=gamma)
     assert batch.indices.dtype == np.int64 and batch.indices.shape == (batch_size,)
+    assert batch.rew.dtype == np.float32 and batch.discount.dtype == np.float32
+    for flag in (batch.terminated, batch.truncated):  # real numpy bools: bytes 0 or 1 only
+        assert flag.dtype == np.bool_ and flag.view(np.uint8).max() <= 1
     for i, p in enumerate(batch.indices):
         assert int(p) in sampleable, f"sampled row {p} is not a stored transition"
         w = ref.nstep(int(p), n_step, gamma)
@@ -220,6 +223,8 @@ def test_column_views_share_memory_and_show_later_writes():
     buf, ref, stream = _filled(capacity=16, num_envs=2, steps=2)
     obs, rew, act = buf.column("obs"), buf.rew, buf.act
     assert obs.shape == (16, 2) and rew.shape == (16,) and act.shape == (16, 2)
+    assert rew.dtype == np.float32
+    assert buf.terminated.dtype == buf.truncated.dtype == buf.column("flags").dtype == np.uint8
     assert not obs.flags.owndata and obs.base is not None
     before = rew.copy()
     for _ in range(9):  # wraps both 8-row segments
@@ -1269,3 +1274,16 @@ def test_random_streams_survive_state_round_trip(p, prioritized, clear_at, via_d
         a, b, c = (x.sample(16, n_step=p["n_step"], gamma=p["gamma"]) for x in (buf, twin, loaded))
         _batches_equal(a, b)
         _batches_equal(a, c)
+
+
+def test_integer_flags_are_stored_as_zero_or_one():
+    buf = rlcore.ReplayBuffer(12, num_envs=2, seed=0)
+    o = np.zeros((2, 2), F32)
+    buf.add(
+        o, np.zeros(2, np.int64), np.ones(2), np.array([2, 0], np.int64), np.array([0, 256], np.int32), o + 1
+    )
+    assert buf.terminated[[0, 6]].tolist() == [1, 0] and buf.truncated[[0, 6]].tolist() == [0, 1]
+    b = buf.sample(32)
+    assert b.terminated.view(np.uint8).max() <= 1 and b.truncated.view(np.uint8).max() <= 1
+    np.testing.assert_array_equal(b.terminated, b.indices == 0)
+    np.testing.assert_array_equal(b.discount, np.where(b.indices == 0, 0.0, np.float32(0.99)))
