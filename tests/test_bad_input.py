@@ -558,3 +558,79 @@ def test_add_reward_overflowing_float32_raises_invalid_value(buf, value):
     rejects(
         buf, InvalidValueError, ValueError, lambda: add(buf, **bad(rew=np.array([0.0, value], np.float64)))
     )
+
+
+def _offline(t_len=4):
+    o = np.arange(t_len * 3, dtype=F32).reshape(t_len, 3)
+    z = np.zeros(t_len, bool)
+    return dict(
+        obs=o,
+        act=np.zeros(t_len, np.int64),
+        rew=np.ones(t_len, F32),
+        terminated=z,
+        truncated=z,
+        obs_next=o + 3,
+    )
+
+
+_COUNT_BUG = pytest.mark.xfail(
+    strict=True,
+    reason="BUG: without capacity=, from_arrays first counts episodes in Python (_count_segments), which "
+    "crashes with untyped numpy errors (ValueError broadcast, KeyError, IndexError, TypeError) on inputs "
+    "that the core rejects with typed errors",
+)
+
+
+@pytest.mark.parametrize(
+    "override,err,builtin",
+    [
+        pytest.param(dict(rew=np.ones(5, F32)), ShapeError, ValueError, id="rew-long"),
+        pytest.param(dict(rew=np.ones((4, 1), F32)), ShapeError, ValueError, id="rew-2d"),
+        pytest.param(
+            dict(obs_next=np.zeros((3, 3), F32)),
+            ShapeError,
+            ValueError,
+            id="obs-next-short",
+            marks=_COUNT_BUG,
+        ),
+        pytest.param(
+            dict(obs=np.zeros((5, 3), F32)), ShapeError, ValueError, id="obs-long", marks=_COUNT_BUG
+        ),
+        pytest.param(dict(act=np.zeros(3, np.int64)), ShapeError, ValueError, id="act-short"),
+        pytest.param(
+            dict(obs={"a": np.zeros((4, 3), F32)}, obs_next={"b": np.zeros((4, 3), F32)}),
+            ShapeError,
+            ValueError,
+            id="dict-keys",
+            marks=_COUNT_BUG,
+        ),
+        pytest.param(
+            dict(obs={"a": np.zeros((4, 3), F32)}),
+            ShapeError,
+            ValueError,
+            id="dict-vs-array",
+            marks=_COUNT_BUG,
+        ),
+        pytest.param(dict(rew=np.array([0, np.nan, 0, 0], F32)), InvalidValueError, ValueError, id="nan-rew"),
+        pytest.param(dict(terminated=np.zeros(4, F32)), DTypeError, TypeError, id="float-flags"),
+        pytest.param(
+            dict(obs=np.zeros((4, 3), F32).astype(object)),
+            DTypeError,
+            TypeError,
+            id="object-obs",
+            marks=_COUNT_BUG,
+        ),
+    ],
+)
+def test_from_arrays_bad_input_raises_typed_error(override, err, builtin):
+    kw = {**_offline(), **override}
+    with pytest.raises(err) as info:
+        rlcore.ReplayBuffer.from_arrays(
+            kw["obs"], kw["act"], kw["rew"], kw["terminated"], kw["truncated"], kw["obs_next"], capacity=16
+        )
+    assert isinstance(info.value, RlcoreError) and isinstance(info.value, builtin)
+    # without capacity=, the default capacity is computed from the same arrays first
+    with pytest.raises(err):
+        rlcore.ReplayBuffer.from_arrays(
+            kw["obs"], kw["act"], kw["rew"], kw["terminated"], kw["truncated"], kw["obs_next"]
+        )
