@@ -548,11 +548,6 @@ def test_impossible_capacity_raises_instead_of_aborting(call):
     assert proc.stdout.startswith("typed"), proc.stdout + proc.stderr[-300:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a finite float64 reward beyond float32's range (1e39) passes the finiteness check "
-    "(done in float64) and is stored as +inf in the float32 reward column",
-)
 @pytest.mark.parametrize("value", [1e39, -3.5e38])
 def test_add_reward_overflowing_float32_raises_invalid_value(buf, value):
     rejects(
@@ -573,12 +568,7 @@ def _offline(t_len=4):
     )
 
 
-_COUNT_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: without capacity=, from_arrays first counts episodes in Python (_count_segments), which "
-    "crashes with untyped numpy errors (ValueError broadcast, KeyError, IndexError, TypeError) on inputs "
-    "that the core rejects with typed errors",
-)
+_COUNT_BUG = ()  # fixed: malformed input reaches the core and raises its typed error
 
 
 @pytest.mark.parametrize(

@@ -165,7 +165,13 @@ class ReplayBuffer(RawBuffer):
 
             raise ShapeError(f"rew: expected shape [T], got {rew_a.shape}")
         if capacity is None:
-            capacity = max(2, rew_a.shape[0] + _count_segments(obs, obs_next, terminated, truncated))
+            try:
+                segments = _count_segments(obs, obs_next, terminated, truncated)
+            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                # malformed input: size for the worst case and let the core's validation raise
+                # its typed error
+                segments = rew_a.shape[0]
+            capacity = max(2, rew_a.shape[0] + segments)
         buf = cls(capacity, num_envs=1, seed=seed)
         buf._extend(obs, act, rew_a, terminated, truncated, obs_next, **dict(extras or {}))
         return buf

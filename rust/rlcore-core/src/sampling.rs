@@ -320,6 +320,10 @@ impl ReplayCore {
         out: &mut BatchOut<'_>,
         reward_fn: Option<&mut RewardFn<'_>>,
     ) -> Result<()> {
+        if self.per.is_none() && self.her.is_none() && n_step == 1 {
+            self.sample_fused(b, gamma, out);
+            return Ok(());
+        }
         if self.plan.len() < b {
             self.plan.resize(b, Plan::default());
         }
@@ -353,6 +357,48 @@ impl ReplayCore {
             }
         }
         Ok(())
+    }
+
+    /// The common case (uniform, one-step, no relabeling) in one pass: draw, check, gather,
+    /// with the candidates of the next `PREFETCH_AHEAD` samples already in flight.
+    fn sample_fused(&mut self, b: usize, gamma: f64, out: &mut BatchOut<'_>) {
+        let seg = self.seg as u64;
+        let all_full = self.envs.iter().all(|s| s.head >= seg);
+        let total: u64 = self.envs.iter().map(|s| s.head.min(seg)).sum();
+        let mut ring = [0usize; PREFETCH_AHEAD];
+        for slot in ring.iter_mut().take(b.min(PREFETCH_AHEAD)) {
+            *slot = self.candidate(all_full, total);
+            self.prefetch(*slot);
+        }
+        let disc = [gamma as f32, 0.0];
+        for i in 0..b {
+            let slot = i % PREFETCH_AHEAD;
+            let mut p = ring[slot];
+            if i + PREFETCH_AHEAD < b {
+                let c = self.candidate(all_full, total);
+                self.prefetch(c);
+                ring[slot] = c;
+            }
+            while self.flag(p) & F_TRANSITION == 0 {
+                p = self.candidate(all_full, total);
+            }
+            let q = self.next_row(p);
+            for (k, c) in self.obs_cols.iter().enumerate() {
+                let ib = c.item_bytes;
+                copy_row(&mut out.obs[k][i * ib..(i + 1) * ib], self.cell(c, p));
+                copy_row(&mut out.obs_next[k][i * ib..(i + 1) * ib], self.cell(c, q));
+            }
+            for (k, c) in self.step_cols.iter().enumerate() {
+                let ib = c.item_bytes;
+                copy_row(&mut out.step[k][i * ib..(i + 1) * ib], self.cell(c, p));
+            }
+            let term = self.term(p);
+            out.rew[i] = self.rew(p);
+            out.terminated[i] = term;
+            out.truncated[i] = self.trunc(p);
+            out.discount[i] = disc[(term != 0) as usize];
+            out.indices[i] = p as i64;
+        }
     }
 
     fn gather(&self, b: usize, gamma: f64, out: &mut BatchOut<'_>) {

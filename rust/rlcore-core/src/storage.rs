@@ -576,9 +576,9 @@ impl ReplayCore {
         check_numeric("rew", s.rew.dtype, DType::F32)?;
         for i in 0..n {
             let r = read_f64(s.rew.dtype, s.rew.data, i);
-            if !r.is_finite() {
+            if !(r as f32).is_finite() {
                 return Err(CoreError::value(format!(
-                    "rew[{i}] is {r}; rewards must be finite"
+                    "rew[{i}] is {r}; rewards must be finite and within float32 range (|r| < 3.4e38)"
                 )));
             }
         }
