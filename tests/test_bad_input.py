@@ -568,9 +568,6 @@ def _offline(t_len=4):
     )
 
 
-_COUNT_BUG = ()  # fixed: malformed input reaches the core and raises its typed error
-
-
 @pytest.mark.parametrize(
     "override,err,builtin",
     [
@@ -581,25 +578,20 @@ _COUNT_BUG = ()  # fixed: malformed input reaches the core and raises its typed 
             ShapeError,
             ValueError,
             id="obs-next-short",
-            marks=_COUNT_BUG,
         ),
-        pytest.param(
-            dict(obs=np.zeros((5, 3), F32)), ShapeError, ValueError, id="obs-long", marks=_COUNT_BUG
-        ),
+        pytest.param(dict(obs=np.zeros((5, 3), F32)), ShapeError, ValueError, id="obs-long"),
         pytest.param(dict(act=np.zeros(3, np.int64)), ShapeError, ValueError, id="act-short"),
         pytest.param(
             dict(obs={"a": np.zeros((4, 3), F32)}, obs_next={"b": np.zeros((4, 3), F32)}),
             ShapeError,
             ValueError,
             id="dict-keys",
-            marks=_COUNT_BUG,
         ),
         pytest.param(
             dict(obs={"a": np.zeros((4, 3), F32)}),
             ShapeError,
             ValueError,
             id="dict-vs-array",
-            marks=_COUNT_BUG,
         ),
         pytest.param(dict(rew=np.array([0, np.nan, 0, 0], F32)), InvalidValueError, ValueError, id="nan-rew"),
         pytest.param(dict(terminated=np.zeros(4, F32)), DTypeError, TypeError, id="float-flags"),
@@ -608,7 +600,6 @@ _COUNT_BUG = ()  # fixed: malformed input reaches the core and raises its typed 
             DTypeError,
             TypeError,
             id="object-obs",
-            marks=_COUNT_BUG,
         ),
     ],
 )

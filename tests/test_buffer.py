@@ -974,7 +974,8 @@ def test_from_arrays_default_capacity_fits_dict_obs_and_discontinuities():
     assert len(buf) == 12 and buf.capacity == 12 + 4
 
 
-def test_large_batch_gather_matches_views():
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_large_batch_gather_matches_views(n_step):
     """Batches above 1 MiB are gathered with the GIL released (another code path)."""
     buf = rlcore.ReplayBuffer(4000, num_envs=4, seed=0)
     ref = RefBuffer(4000, 4)
@@ -982,7 +983,7 @@ def test_large_batch_gather_matches_views():
     rng = np.random.default_rng(0)
     for _ in range(1200):
         stream.step(list(rng.choice(["step"] * 8 + ["term", "trunc", "cut"], size=4)))
-    b = buf.sample(60_000, n_step=3, gamma=0.9)
+    b = buf.sample(60_000, n_step=n_step, gamma=0.9)
     assert b.obs.nbytes * 2 + b.act.nbytes > 1 << 20
     sampleable = np.array(sorted(ref.sampleable()))
     assert np.isin(b.indices, sampleable).all()
@@ -990,7 +991,7 @@ def test_large_batch_gather_matches_views():
     np.testing.assert_array_equal(b.act, buf.act[b.indices])
     np.testing.assert_array_equal(b.extras["aux"], buf.column("aux")[b.indices])
     for i in range(0, 60_000, 997):  # spot-check the windows against the reference
-        w = ref.nstep(int(b.indices[i]), 3, 0.9)
+        w = ref.nstep(int(b.indices[i]), n_step, 0.9)
         np.testing.assert_array_equal(b.obs_next[i], w["obs_next"])
         np.testing.assert_allclose(b.rew[i], w["rew"], rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(b.discount[i], w["discount"], rtol=1e-6)
@@ -1147,10 +1148,11 @@ def test_uniform_sampling_is_uniform_over_transitions_of_unequally_filled_envs()
     assert chi2_stat(counts[rows], expected) < chi2_critical(len(rows) - 1)
 
 
+@pytest.mark.parametrize("n_step", [1, 2], ids=["one-step", "n-step"])
 @pytest.mark.parametrize(
     "nbytes", [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 300]
 )
-def test_gather_copies_rows_of_every_size_exactly(nbytes):
+def test_gather_copies_rows_of_every_size_exactly(nbytes, n_step):
     """The sampler copies short rows with fixed-size moves; every size must come out exact."""
     rng = np.random.default_rng(nbytes)
     n = 3
@@ -1165,7 +1167,7 @@ def test_gather_copies_rows_of_every_size_exactly(nbytes):
         for e, p in enumerate(res.indices):
             stored_act[int(p)] = act[e].copy()
         obs = nxt if k % 6 != 5 else rng.integers(0, 256, size=(n, nbytes), dtype=np.uint8)
-    b = buf.sample(500, n_step=2, gamma=0.5)
+    b = buf.sample(500, n_step=n_step, gamma=0.5)
     np.testing.assert_array_equal(b.obs, buf.column("obs")[b.indices])
     np.testing.assert_array_equal(b.act, np.stack([stored_act[int(p)] for p in b.indices]))
     m = np.where(b.discount == np.float32(0.25), 2, 1)
