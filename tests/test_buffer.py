@@ -1289,3 +1289,36 @@ def test_integer_flags_are_stored_as_zero_or_one():
     assert b.terminated.view(np.uint8).max() <= 1 and b.truncated.view(np.uint8).max() <= 1
     np.testing.assert_array_equal(b.terminated, b.indices == 0)
     np.testing.assert_array_equal(b.discount, np.where(b.indices == 0, 0.0, np.float32(0.99)))
+
+
+@pytest.mark.parametrize("crash_in", ["np.save", "os.replace"])
+def test_save_crashing_midway_leaves_previous_save_intact(tmp_path, monkeypatch, crash_in):
+    import rlcore.buffers as buffers_mod
+
+    buf = _wrapped()
+    root = tmp_path / "ckpt"
+    buf.save(root)
+    first = buf.state_dict()
+    buf.add(*_one_step(3), **_aux(3))  # the buffer moves on; the next save crashes
+    calls = {"n": 0}
+
+    def crash(*args, **kwargs):
+        calls["n"] += 1
+        if crash_in == "os.replace" or calls["n"] == 3:
+            raise OSError("simulated crash")
+        return real(*args, **kwargs)
+
+    if crash_in == "np.save":
+        real = np.save
+        monkeypatch.setattr(buffers_mod.np, "save", crash)
+    else:
+        real = buffers_mod.os.replace
+        monkeypatch.setattr(buffers_mod.os, "replace", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        buf.save(root)
+    monkeypatch.undo()
+    loaded = rlcore.ReplayBuffer.load(root)
+    _state_equal_dict(loaded.state_dict(), first)
+    # and a later successful save replaces it
+    buf.save(root)
+    _state_equal(buf, rlcore.ReplayBuffer.load(root))
