@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 __all__ = ["main"]
 
-ALGOS = ("dqn", "ddpg", "td3", "sac")
+ALGOS = ("dqn", "ddpg", "td3", "sac", "vpg", "a2c", "ppo")  # the last three: rlcore.cli_onpolicy
 
 
 class UsageError(Exception):
@@ -170,7 +170,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train = sub.add_parser(
-        "train", help="train an agent", description="Train DQN, DDPG, TD3 or SAC on a gymnasium env."
+        "train",
+        help="train an agent",
+        description="Train DQN, DDPG, TD3, SAC, VPG, A2C or PPO on a gymnasium env.",
     )
     train.add_argument("--algo", required=True, choices=ALGOS, help="algorithm")
     train.add_argument(
@@ -241,6 +243,10 @@ def _train(args: argparse.Namespace) -> int:
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
 
+    if args.algo in ("vpg", "a2c", "ppo"):
+        from rlcore.cli_onpolicy import train_on_policy
+
+        return train_on_policy(args)
     if args.n_step < 1:
         raise UsageError(f"--n-step must be >= 1, got {args.n_step}")
     if args.steps is not None and args.steps < 1:

@@ -21,15 +21,17 @@ from rlcore.algos.actor_critic import (
     ActorCritic,
     ReturnNormalizer,
     anneal_learning_rate,
+    clip_grad_norm,
     explained_variance,
     flatten_valid,
+    make_adam,
     normalize_advantages,
     policy_act,
     policy_act_value,
     policy_value,
     value_loss,
 )
-from rlcore.algos.common import clip_grad, resolve_device
+from rlcore.algos.common import resolve_device
 from rlcore.rollout import Rollout
 
 __all__ = ["A2C", "A2CConfig", "A2CStats"]
@@ -150,7 +152,7 @@ class A2C:
         if config.rmsprop:
             optimizer = torch.optim.RMSprop(policy.parameters(), lr=config.lr, alpha=0.99, eps=1e-5)
         else:
-            optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr, eps=1e-5)
+            optimizer = make_adam(policy.parameters(), lr=config.lr, eps=1e-5)
         return cls(policy=policy, optimizer=optimizer, num_envs=num_envs, config=config, device=dev)
 
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
@@ -186,7 +188,7 @@ class A2C:
         loss = pg_loss - c.ent_coef * entropy + c.vf_coef * v_loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = clip_grad(self.policy.parameters(), c.max_grad_norm)
+        grad_norm = clip_grad_norm(self.policy.parameters(), c.max_grad_norm)
         self.optimizer.step()
         self.grad_steps += 1
 

@@ -32,8 +32,11 @@ __all__ = [
     "OnPolicyAlgorithm",
     "ReturnNormalizer",
     "anneal_learning_rate",
+    "clip_grad_norm",
     "explained_variance",
     "flatten_valid",
+    "gaussian_log_prob",
+    "make_adam",
     "normalize_advantages",
     "policy_act",
     "policy_act_value",
@@ -330,3 +333,16 @@ def anneal_learning_rate(
     for group in optimizer.param_groups:
         group["lr"] = lr
     return lr
+
+
+def clip_grad_norm(params: Any, max_norm: float | None) -> float:
+    """Clip the global gradient norm when ``max_norm`` is set (foreach kernels); return the norm
+    before clipping (0 if unset)."""
+    if max_norm is None:
+        return 0.0
+    return float(nn.utils.clip_grad_norm_(list(params), max_norm, foreach=True))
+
+
+def make_adam(params: Any, *, lr: float, eps: float) -> torch.optim.Adam:
+    """Adam with the fused kernel (one kernel per step instead of one per parameter and op)."""
+    return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)

@@ -27,8 +27,10 @@ from rlcore.algos.actor_critic import (
     ActorCritic,
     ReturnNormalizer,
     anneal_learning_rate,
+    clip_grad_norm,
     explained_variance,
     flatten_valid,
+    make_adam,
     normalize_advantages,
     policy_act,
     policy_act_value,
@@ -36,7 +38,7 @@ from rlcore.algos.actor_critic import (
     ppo_policy_loss,
     value_loss,
 )
-from rlcore.algos.common import clip_grad, resolve_device
+from rlcore.algos.common import resolve_device
 from rlcore.rollout import Rollout
 
 __all__ = ["PPO", "PPOConfig", "PPOStats"]
@@ -178,7 +180,7 @@ class PPO:
             normalize_obs=config.normalize_obs,
             init_log_std=config.init_log_std,
         ).to(dev)
-        optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr, eps=config.adam_eps)
+        optimizer = make_adam(policy.parameters(), lr=config.lr, eps=config.adam_eps)
         return cls(policy=policy, optimizer=optimizer, num_envs=num_envs, config=config, device=dev)
 
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
@@ -205,10 +207,10 @@ class PPO:
         b = flatten_valid(rollout, self.device, adv=adv_TN, ret=ret_TN)
         x_BO = self.policy.features(b["obs"])
         act_B = b["act"]
-        old_log_prob_B, old_value_B, adv_B, ret_B = b["log_prob"], b["value"], b["adv"], b["ret"]
-        batch_size = int(adv_B.shape[0])
+        aux_4B = torch.stack([b["log_prob"], b["value"], b["adv"], b["ret"]])
+        batch_size = int(aux_4B.shape[1])
 
-        # Epochs of shuffled minibatches.
+        # Epochs of shuffled minibatches (each epoch gathers the permuted batch once; minibatches are views).
         sums = torch.zeros(5, device=self.device)
         n_mb = 0
         stop = False
@@ -216,25 +218,28 @@ class PPO:
         n_per_epoch = -(-batch_size // c.minibatch_size)
         for _ in range(c.n_epochs):
             perm = torch.from_numpy(self.rng.permutation(batch_size)).to(self.device)
+            x_PO, act_P = x_BO[perm], act_B[perm]
+            old_log_prob_P, old_value_P, adv_P, ret_P = aux_4B[:, perm].unbind(0)
             for k, start in enumerate(range(0, batch_size, c.minibatch_size)):
-                mb = perm[start : start + c.minibatch_size]
-                log_prob_M, entropy_M = self.policy.evaluate(x_BO[mb], act_B[mb])
-                value_M = self.policy.value(x_BO[mb])
-                adv_M = normalize_advantages(adv_B[mb]) if c.normalize_advantages else adv_B[mb]
+                mb = slice(start, start + c.minibatch_size)
+                x_MO = x_PO[mb]
+                log_prob_M, entropy_M = self.policy.evaluate(x_MO, act_P[mb])
+                value_M = self.policy.value(x_MO)
+                adv_M = normalize_advantages(adv_P[mb]) if c.normalize_advantages else adv_P[mb]
                 pg_loss, approx_kl, clip_fraction = ppo_policy_loss(
-                    log_prob_M, old_log_prob_B[mb], adv_M, c.clip_coef
+                    log_prob_M, old_log_prob_P[mb], adv_M, c.clip_coef
                 )
                 if c.target_kl is not None and approx_kl > 1.5 * c.target_kl:
                     stop = True
                     epochs += k / n_per_epoch
                     break
-                v_loss = value_loss(value_M, ret_B[mb], old_value_B[mb], c.value_clip_coef)
+                v_loss = value_loss(value_M, ret_P[mb], old_value_P[mb], c.value_clip_coef)
                 entropy = entropy_M.mean()
                 loss = pg_loss - c.ent_coef * entropy + c.vf_coef * v_loss
 
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                clip_grad(self.policy.parameters(), c.max_grad_norm)
+                clip_grad_norm(self.policy.parameters(), c.max_grad_norm)
                 self.optimizer.step()
                 sums += torch.stack(
                     [pg_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clip_fraction]
@@ -255,7 +260,7 @@ class PPO:
             entropy=means[2],
             approx_kl=means[3],
             clip_fraction=means[4],
-            explained_variance=explained_variance(old_value_B.cpu().numpy(), ret_B.cpu().numpy()),
+            explained_variance=explained_variance(b["value"].cpu().numpy(), b["ret"].cpu().numpy()),
             grad_steps=n_mb,
             epochs=epochs,
             learning_rate=lr,

@@ -22,15 +22,17 @@ from rlcore.algos.actor_critic import (
     ActorCritic,
     ReturnNormalizer,
     anneal_learning_rate,
+    clip_grad_norm,
     explained_variance,
     flatten_valid,
+    make_adam,
     normalize_advantages,
     policy_act,
     policy_act_value,
     policy_value,
     value_loss,
 )
-from rlcore.algos.common import clip_grad, resolve_device
+from rlcore.algos.common import resolve_device
 from rlcore.rollout import Rollout
 
 __all__ = ["VPG", "VPGConfig", "VPGStats"]
@@ -160,10 +162,10 @@ class VPG:
         )
         value_optimizer = None
         if policy.critic is not None:
-            value_optimizer = torch.optim.Adam(policy.critic.parameters(), lr=config.value_lr)
+            value_optimizer = make_adam(policy.critic.parameters(), lr=config.value_lr, eps=1e-8)
         return cls(
             policy=policy,
-            policy_optimizer=torch.optim.Adam(actor_params, lr=config.policy_lr),
+            policy_optimizer=make_adam(actor_params, lr=config.policy_lr, eps=1e-8),
             value_optimizer=value_optimizer,
             num_envs=num_envs,
             config=config,
@@ -203,7 +205,7 @@ class VPG:
         entropy = entropy_B.mean()
         self.policy_optimizer.zero_grad(set_to_none=True)
         (pg_loss - c.ent_coef * entropy).backward()
-        clip_grad(self.policy_optimizer.param_groups[0]["params"], c.max_grad_norm)
+        clip_grad_norm(self.policy_optimizer.param_groups[0]["params"], c.max_grad_norm)
         self.policy_optimizer.step()
         self.grad_steps += 1
 
@@ -214,7 +216,7 @@ class VPG:
                 v_loss = value_loss(self.policy.value(x_BO), b["ret"])
                 self.value_optimizer.zero_grad(set_to_none=True)
                 v_loss.backward()
-                clip_grad(self.value_optimizer.param_groups[0]["params"], c.max_grad_norm)
+                clip_grad_norm(self.value_optimizer.param_groups[0]["params"], c.max_grad_norm)
                 self.value_optimizer.step()
 
         self.policy.update_obs_stats(b["obs"])
