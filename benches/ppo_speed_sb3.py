@@ -1,0 +1,82 @@
+"""PPO training speed, rlcore vs Stable-Baselines3, on CartPole-v1 with 8 envs and SB3's defaults.
+
+Both run in this process, alternating (rlcore, SB3, rlcore, SB3, ...), one torch thread each, on
+CPU, with SB3's default PPO hyperparameters: 8 envs x 2048 steps per rollout, 10 epochs of
+minibatches of 64, Adam 3e-4, gamma 0.99, lambda 0.95, clip 0.2, separate 64x64 tanh MLPs,
+advantage normalisation, gradient clipping 0.5. Each timed run trains ``--iterations`` full
+rollouts + updates from scratch (the first, untimed warm-up run per library pays one-off costs).
+
+Usage::
+
+    python benches/ppo_speed_sb3.py                    # 2 rounds of 2 iterations (32,768 env steps each)
+    python benches/ppo_speed_sb3.py --rounds 3 --iterations 1
+
+Prints env steps/s per run and the median ratio rlcore / SB3 (> 1: rlcore is faster). Not part of
+the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import gymnasium as gym
+import torch
+from rlcore.algos import PPO, PPOConfig
+from rlcore.onpolicy_trainer import OnPolicyTrainer, OnPolicyTrainerConfig
+
+N_ENVS, N_STEPS = 8, 2048
+
+
+def run_rlcore(iterations: int, seed: int) -> float:
+    torch.manual_seed(seed)
+    envs = gym.make_vec("CartPole-v1", num_envs=N_ENVS, vectorization_mode="sync")
+    ppo = PPO.from_spaces(
+        envs.single_observation_space,
+        envs.single_action_space,
+        PPOConfig(seed=seed),  # SB3's defaults (n_epochs 10, minibatch 64, lr 3e-4, ...)
+        num_envs=N_ENVS,
+        device="cpu",
+    )
+    trainer = OnPolicyTrainer(ppo, envs, config=OnPolicyTrainerConfig(num_steps=N_STEPS, seed=seed))
+    start = time.perf_counter()
+    for _ in range(iterations):
+        stats = next(trainer)
+    return stats.env_steps / (time.perf_counter() - start)
+
+
+def run_sb3(iterations: int, seed: int) -> float:
+    from stable_baselines3 import PPO as SB3PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = make_vec_env("CartPole-v1", n_envs=N_ENVS, seed=seed)
+    model = SB3PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0)
+    start = time.perf_counter()
+    model.learn(total_timesteps=iterations * N_ENVS * N_STEPS)
+    return model.num_timesteps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2, help="timed runs per library")
+    parser.add_argument("--iterations", type=int, default=2, help="rollout+update iterations per run")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    run_rlcore(1, 100)  # warm-up (imports, allocator, first-call costs)
+    run_sb3(1, 100)
+    ours: list[float] = []
+    theirs: list[float] = []
+    for r in range(args.rounds):
+        ours.append(run_rlcore(args.iterations, r))
+        theirs.append(run_sb3(args.iterations, r))
+        print(f"round {r}: rlcore {ours[-1]:.0f} env steps/s, SB3 {theirs[-1]:.0f} env steps/s", flush=True)
+    ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
+    print(
+        f"median: rlcore {statistics.median(ours):.0f}, SB3 {statistics.median(theirs):.0f} env steps/s; "
+        f"ratio rlcore/SB3 {statistics.median(ratios):.2f} (per round: {', '.join(f'{x:.2f}' for x in ratios)})"
+    )
+
+
+if __name__ == "__main__":
+    main()
