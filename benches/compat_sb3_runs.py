@@ -1,0 +1,160 @@
+"""Long proofs for ``rlcore.compat.sb3``: SB3's own SAC trained with SB3's buffer and with rlcore's.
+
+Each run trains one SB3 algorithm with one buffer class and one seed, times every ``sample``
+(one per gradient step) and every ``add`` (one per vector-env step) of the buffer inside the
+run, evaluates the final policy, and appends one JSON line to ``--out``::
+
+    nice -n 10 python benches/compat_sb3_runs.py pendulum --buffer sb3 --seed 0 --steps 10000
+    nice -n 10 python benches/compat_sb3_runs.py pendulum --buffer rlcore --seed 0 --steps 10000
+    nice -n 10 python benches/compat_sb3_runs.py fetch --buffer rlcore --seed 0 --steps 6000
+    python benches/compat_sb3_runs.py --report runs.jsonl   # the table of docs/compat.md
+
+Settings: Pendulum-v1 SAC as the rl-baselines3-zoo (learning rate 1e-3, otherwise SB3's
+defaults: buffer 1e6, batch 256, learning starts 100); FetchReach-v4 SAC+HER as the zoo's
+her.yml (future strategy, 4 sampled goals, gamma 0.95, lr 1e-3, batch 256, net [64, 64],
+learning starts 1000) without VecNormalize. One torch thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+
+def _timed(buf: Any, name: str, acc: list[float]) -> None:
+    """Replace ``buf.<name>`` by a wrapper that appends each call's seconds to ``acc``."""
+    inner = getattr(buf, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = inner(*args, **kwargs)
+        acc.append(time.perf_counter() - t0)
+        return out
+
+    setattr(buf, name, wrapper)
+
+
+def run(task: str, buffer: str, seed: int, steps: int) -> dict[str, Any]:
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    torch.set_num_threads(1)
+    if task == "pendulum":
+        from rlcore.compat.sb3 import ReplayBuffer as RlBuffer
+        from stable_baselines3.common.buffers import ReplayBuffer as Sb3Buffer
+
+        env_id, kwargs = "Pendulum-v1", dict(learning_rate=1e-3)
+        klass = Sb3Buffer if buffer == "sb3" else RlBuffer
+        model = SAC("MlpPolicy", env_id, seed=seed, replay_buffer_class=klass, **kwargs)
+    else:
+        import gymnasium_robotics
+        from rlcore.compat.sb3 import HerReplayBuffer as RlHer
+        from stable_baselines3.her import HerReplayBuffer as Sb3Her
+
+        gym.register_envs(gymnasium_robotics)
+        env_id = "FetchReach-v4"
+        model = SAC(
+            "MultiInputPolicy",
+            env_id,
+            seed=seed,
+            replay_buffer_class=Sb3Her if buffer == "sb3" else RlHer,
+            replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"),
+            gamma=0.95,
+            learning_rate=1e-3,
+            batch_size=256,
+            learning_starts=1000,
+            policy_kwargs=dict(net_arch=[64, 64], n_critics=1),
+        )
+    rb = model.replay_buffer
+    sample_s: list[float] = []
+    add_s: list[float] = []
+    _timed(rb, "sample", sample_s)
+    _timed(rb, "add", add_s)
+    t0 = time.perf_counter()
+    model.learn(steps)
+    wall = time.perf_counter() - t0
+    eval_env = gym.make(env_id)
+    eval_env.reset(seed=10_000 + seed)
+    n_eval = 10 if task == "pendulum" else 50
+    if task == "fetch":
+        successes = []
+        for _ in range(n_eval):
+            obs, _ = eval_env.reset()
+            done = False
+            info: dict[str, Any] = {}
+            while not done:
+                act, _ = model.predict(obs, deterministic=True)
+                obs, _, term, trunc, info = eval_env.step(act)
+                done = term or trunc
+            successes.append(float(info["is_success"]))
+        score = statistics.fmean(successes)
+    else:
+        score, _ = evaluate_policy(model, eval_env, n_eval_episodes=n_eval, deterministic=True)
+    return {
+        "task": task,
+        "buffer": buffer,
+        "seed": seed,
+        "steps": steps,
+        "score": float(score),
+        "score_kind": "success rate (50 episodes)" if task == "fetch" else "mean return (10 episodes)",
+        "grad_steps": len(sample_s),
+        "sample_us_median": 1e6 * statistics.median(sample_s),
+        "sample_us_mean": 1e6 * statistics.fmean(sample_s),
+        "add_us_median": 1e6 * statistics.median(add_s),
+        "buffer_s_total": sum(sample_s) + sum(add_s),
+        "wall_s": wall,
+    }
+
+
+def report(path: Path) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by[(r["task"], r["buffer"])].append(r)
+    lines = [
+        "| task | buffer | seeds | env steps | final score per seed | sample µs/grad step (median) | add µs/env step (median) | buffer share of wall time |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (task, buffer), rs in sorted(by.items()):
+        rs.sort(key=lambda r: r["seed"])
+        lines.append(
+            f"| {task} | {buffer} | {', '.join(str(r['seed']) for r in rs)} | {rs[0]['steps']} | "
+            f"{', '.join(format(r['score'], '.3g') for r in rs)} | "
+            f"{statistics.median(r['sample_us_median'] for r in rs):.1f} | "
+            f"{statistics.median(r['add_us_median'] for r in rs):.1f} | "
+            f"{100 * statistics.fmean(r['buffer_s_total'] / r['wall_s'] for r in rs):.1f} % |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("task", nargs="?", choices=["pendulum", "fetch"])
+    p.add_argument("--buffer", choices=["sb3", "rlcore"], default="rlcore")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=10_000)
+    p.add_argument("--out", type=Path, default=Path("runs/compat_sb3.jsonl"))
+    p.add_argument("--report", type=Path, default=None, help="print the markdown table of a JSONL file")
+    a = p.parse_args(argv)
+    if a.report is not None:
+        print(report(a.report))
+        return
+    if a.task is None:
+        p.error("give a task (pendulum or fetch) or --report FILE")
+    res = run(a.task, a.buffer, a.seed, a.steps)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(a.out, "a") as f:
+        f.write(json.dumps(res) + "\n")
+    print(json.dumps(res), file=sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
