@@ -685,38 +685,9 @@ impl ReplayCore {
     /// Add one vector-env step: row i of every array belongs to env i. Validates everything
     /// before writing; on error nothing changes. The first call defines the columns.
     pub fn add(&mut self, s: &Steps<'_>) -> Result<AddOutcome> {
-        let fresh = !self.has_schema();
-        if fresh {
-            let lead = usize::from(s.rew.ndim() == 1);
-            self.infer(s, lead)?;
-        }
-        let (n, _lead) = match self.validate(s, Some(self.num_envs)) {
-            Ok(v) => v,
-            Err(e) => {
-                if fresh {
-                    self.forget_schema();
-                }
-                return Err(e);
-            }
-        };
-        let mut out = AddOutcome {
-            rows: Vec::with_capacity(n),
-            done: Vec::new(),
-        };
-        for e in 0..n {
-            if let Some(m) = &s.mask {
-                if m.data[e] == 0 {
-                    out.rows.push(-1);
-                    continue;
-                }
-            }
-            let (row, done) = self.write_step(e, s, e);
-            out.rows.push(row as i64);
-            if let Some(d) = done {
-                out.done.push(d);
-            }
-        }
-        Ok(out)
+        let lead = usize::from(s.rew.ndim() == 1);
+        let n = self.define_and_validate(s, lead, Some(self.num_envs))?;
+        Ok(self.write_rows(s, n, |i| i))
     }
 
     /// Add T consecutive steps of one env (rows of the arrays in time order), e.g. an offline
@@ -733,37 +704,54 @@ impl ReplayCore {
                 s.rew.shape
             )));
         }
+        let t_len = self.define_and_validate(s, 1, None)?;
+        Ok(self.write_rows(s, t_len, |_| 0))
+    }
+
+    /// Infer the columns on the first call, then validate; a failed first call leaves the
+    /// buffer without columns. Returns the number of input rows.
+    fn define_and_validate(
+        &mut self,
+        s: &Steps<'_>,
+        lead: usize,
+        rows: Option<usize>,
+    ) -> Result<usize> {
         let fresh = !self.has_schema();
         if fresh {
-            self.infer(s, 1)?;
+            self.infer(s, lead)?;
         }
-        let (t_len, _) = match self.validate(s, None) {
-            Ok(v) => v,
+        match self.validate(s, rows) {
+            Ok((n, _)) => Ok(n),
             Err(e) => {
                 if fresh {
                     self.forget_schema();
                 }
-                return Err(e);
-            }
-        };
-        let mut out = AddOutcome {
-            rows: Vec::with_capacity(t_len),
-            done: Vec::new(),
-        };
-        for i in 0..t_len {
-            if let Some(m) = &s.mask {
-                if m.data[i] == 0 {
-                    out.rows.push(-1);
-                    continue;
-                }
-            }
-            let (row, done) = self.write_step(0, s, i);
-            out.rows.push(row as i64);
-            if let Some(d) = done {
-                out.done.push(d);
+                Err(e)
             }
         }
-        Ok(out)
+    }
+
+    /// Write input rows 0..n (validated), row i into env `env_of(i)`, skipping masked rows.
+    fn write_rows(
+        &mut self,
+        s: &Steps<'_>,
+        n: usize,
+        env_of: impl Fn(usize) -> usize,
+    ) -> AddOutcome {
+        let mut out = AddOutcome {
+            rows: Vec::with_capacity(n),
+            done: Vec::new(),
+        };
+        for i in 0..n {
+            if s.mask.as_ref().is_some_and(|m| m.data[i] == 0) {
+                out.rows.push(-1);
+                continue;
+            }
+            let (row, done) = self.write_step(env_of(i), s, i);
+            out.rows.push(row as i64);
+            out.done.extend(done);
+        }
+        out
     }
 
     pub(crate) fn forget_schema(&mut self) {

@@ -585,6 +585,19 @@ impl Drop for Guard<'_> {
 }
 
 impl RawBuffer {
+    /// Apply a vectorised core query to an index array and return its result as a NumPy array.
+    fn per_index<'py, T: numpy::Element>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+        f: impl FnOnce(&ReplayCore, &[i64]) -> Result<Vec<T>, CoreError>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let idx = idx_vec(py, indices, "indices")?;
+        let guard = self.lock(py)?;
+        let v = f(&guard, &idx).or_py(py)?;
+        Ok(vec_array(py, v))
+    }
+
     /// Lock the core. A thread that has to wait releases the GIL while it waits, so a holder
     /// that runs with the GIL released (a large sample) can always take the GIL back.
     fn lock<'a>(&'a self, py: Python<'_>) -> PyResult<Guard<'a>> {
@@ -1178,8 +1191,7 @@ impl RawBuffer {
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let idx = idx_vec(py, indices, "indices")?;
-        Ok(vec_array(py, self.lock(py)?.priorities(&idx).or_py(py)?))
+        self.per_index(py, indices, |c, idx| c.priorities(idx))
     }
 
     /// int64 [K]: row of the previous step of the same episode (clamped at its first row).
@@ -1188,8 +1200,7 @@ impl RawBuffer {
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let idx = idx_vec(py, indices, "indices")?;
-        Ok(vec_array(py, self.lock(py)?.prev(&idx).or_py(py)?))
+        self.per_index(py, indices, |c, idx| c.prev(idx))
     }
 
     /// int64 [K]: row of the next step of the same episode (clamped at its last transition).
@@ -1198,8 +1209,7 @@ impl RawBuffer {
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let idx = idx_vec(py, indices, "indices")?;
-        Ok(vec_array(py, self.lock(py)?.next(&idx).or_py(py)?))
+        self.per_index(py, indices, |c, idx| c.next(idx))
     }
 
     /// (start, end, length), int64 [K] each: first surviving row of each index's episode, the row
@@ -1230,8 +1240,7 @@ impl RawBuffer {
         py: Python<'py>,
         indices: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let idx = idx_vec(py, indices, "indices")?;
-        Ok(vec_array(py, self.lock(py)?.is_transition(&idx).or_py(py)?))
+        self.per_index(py, indices, |c, idx| c.is_transition(idx))
     }
 
     /// Forget every stored step; memory, columns and the RNG stream are kept.
