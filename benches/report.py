@@ -162,6 +162,15 @@ def versions() -> dict[str, str]:
 # results
 
 
+def _module_mtime() -> dt.datetime | None:
+    try:
+        import rlcore._core as core
+
+        return dt.datetime.fromtimestamp(os.path.getmtime(core.__file__), dt.UTC)
+    except (ImportError, OSError):
+        return None
+
+
 def load_results(json_paths: list[Path]) -> list[dict[str, Any]]:
     """One row per (group, library): the median over runs of each run's median (and of its IQR),
     the smallest single time, all rounds, and the run-to-run spread of the medians."""
@@ -672,6 +681,7 @@ def main(argv: list[str] | None = None) -> int:
         start = dt.datetime.now(dt.UTC)
         load_before = load_average()
         vers = versions()  # before the runs: the build that the runs load
+        built = _module_mtime()
         for k in range(args.runs):
             print(f"== run {k + 1} of {args.runs}", flush=True)
             out = raw / f"run-{k}.json"
@@ -682,9 +692,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"benchmarks failed (pytest exit code {rc})", file=sys.stderr)
                 if not out.exists():
                     return rc or 1
-        if versions()["rlcore"] != vers["rlcore"]:
+        rebuilt = _module_mtime()
+        if rebuilt != built and rebuilt is not None:
             vers["rlcore"] += (
-                " — the native module was rebuilt while the runs went on; a run loads it once at its start"
+                f" — the native module was rebuilt at {rebuilt:%H:%M} UTC while the runs went on; each run"
+                " loads it once, at its start"
             )
         meta = {
             "date": start.strftime("%Y-%m-%d %H:%M UTC"),
