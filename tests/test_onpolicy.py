@@ -272,19 +272,35 @@ def test_log_prob_and_entropy_match_torch_distributions() -> None:
     pol = ActorCritic(box, box, (8,), init_log_std=-0.3)
     x = torch.randn(5, 3)
     a, lp = pol.sample(x)
-    lp2, ent = pol.evaluate(x, a)
-    dist = torch.distributions.Normal(pol.actor(x), pol.log_std.exp())
+    lp2, ent, _ = pol.evaluate(x, a)
+    dist = torch.distributions.Normal(pol(x)[0], pol.log_std.exp())
     torch.testing.assert_close(lp, dist.log_prob(a).sum(-1))
     torch.testing.assert_close(lp2, lp)
     torch.testing.assert_close(ent, dist.entropy().sum(-1))
 
-    pol_d = ActorCritic(box, gym.spaces.Discrete(4), (8,))
+    pol_d = ActorCritic(box, gym.spaces.Discrete(4), (8,), fused=True)
     a, lp = pol_d.sample(x)
-    lp2, ent = pol_d.evaluate(x, a)
-    cat = torch.distributions.Categorical(logits=pol_d.actor(x))
+    lp2, ent, _ = pol_d.evaluate(x, a)
+    cat = torch.distributions.Categorical(logits=pol_d(x)[0])
     torch.testing.assert_close(lp, cat.log_prob(a))
     torch.testing.assert_close(lp2, lp)
     torch.testing.assert_close(ent, cat.entropy())
+
+
+def test_fused_actor_critic_computes_two_separate_mlps() -> None:
+    box = gym.spaces.Box(-1, 1, (3,), np.float32)
+    pol = ActorCritic(box, gym.spaces.Discrete(2), (8, 5), fused=True)
+    x = torch.randn(4, 3)
+    out, value = pol(x)
+    h = [x, x]
+    for layer in pol.trunk.layers:
+        h = [torch.tanh(h[k] @ layer.weight[k] + layer.bias[k]) for k in range(2)]
+    torch.testing.assert_close(out, pol.actor(h[0]))
+    torch.testing.assert_close(value, pol.critic(h[1]).squeeze(-1))
+    # Gradients of a policy-only loss do not reach the critic's member.
+    out.sum().backward()
+    assert pol.trunk.layers[0].weight.grad[1].abs().sum() == 0
+    assert pol.trunk.layers[0].weight.grad[0].abs().sum() > 0
 
 
 def test_normalize_advantages_and_return_normalizer() -> None:

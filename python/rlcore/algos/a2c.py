@@ -145,6 +145,7 @@ class A2C:
             observation_space,
             action_space,
             config.hidden,
+            fused=True,
             normalize_obs=config.normalize_obs,
             init_log_std=config.init_log_std,
         ).to(dev)
@@ -180,8 +181,8 @@ class A2C:
 
         # Policy gradient, value regression and entropy bonus in one step.
         x_BO = self.policy.features(b["obs"])
-        log_prob_B, entropy_B = self.policy.evaluate(x_BO, b["act"])
-        value_B = self.policy.value(x_BO)
+        log_prob_B, entropy_B, value_B = self.policy.evaluate(x_BO, b["act"])
+        assert value_B is not None
         pg_loss = -(log_prob_B * adv_B).mean()
         v_loss = value_loss(value_B, b["ret"])
         entropy = entropy_B.mean()

@@ -177,6 +177,7 @@ class PPO:
             observation_space,
             action_space,
             config.hidden,
+            fused=True,
             normalize_obs=config.normalize_obs,
             init_log_std=config.init_log_std,
         ).to(dev)
@@ -223,8 +224,8 @@ class PPO:
             for k, start in enumerate(range(0, batch_size, c.minibatch_size)):
                 mb = slice(start, start + c.minibatch_size)
                 x_MO = x_PO[mb]
-                log_prob_M, entropy_M = self.policy.evaluate(x_MO, act_P[mb])
-                value_M = self.policy.value(x_MO)
+                log_prob_M, entropy_M, value_M = self.policy.evaluate(x_MO, act_P[mb])
+                assert value_M is not None
                 adv_M = normalize_advantages(adv_P[mb]) if c.normalize_advantages else adv_P[mb]
                 pg_loss, approx_kl, clip_fraction = ppo_policy_loss(
                     log_prob_M, old_log_prob_P[mb], adv_M, c.clip_coef

@@ -200,7 +200,7 @@ class VPG:
         x_BO = self.policy.features(b["obs"])
 
         # Policy step: ascend mean(log pi(a|o) * A) (+ entropy bonus).
-        log_prob_B, entropy_B = self.policy.evaluate(x_BO, b["act"])
+        log_prob_B, entropy_B, _ = self.policy.evaluate(x_BO, b["act"], with_value=False)
         pg_loss = -(log_prob_B * adv_B).mean()
         entropy = entropy_B.mean()
         self.policy_optimizer.zero_grad(set_to_none=True)
