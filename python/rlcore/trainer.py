@@ -33,9 +33,16 @@ import torch
 
 from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.collector import Collector, RewardFn, evaluate
+from rlcore.onpolicy_trainer import OnPolicyTrainer, OnPolicyTrainerConfig
 from rlcore.stats import EpisodeStats, EpochStats, EvalStats, TimeStats, mean_stats
 
-__all__ = ["Logger", "OffPolicyTrainer", "OffPolicyTrainerConfig"]
+__all__ = [
+    "Logger",
+    "OffPolicyTrainer",
+    "OffPolicyTrainerConfig",
+    "OnPolicyTrainer",  # defined in rlcore.onpolicy_trainer
+    "OnPolicyTrainerConfig",
+]
 
 
 def _buffer_beta(buffer: Any) -> float | None:
