@@ -282,15 +282,15 @@ def charts(groups: dict[str, list[dict[str, Any]]], img: Path) -> dict[str, str]
         ax.set_xscale("log")
         ax.set_xlabel("µs per call (median, log scale; whiskers: IQR)")
         ax.set_title(g, fontsize=10)
-        for y, (m, r) in enumerate(zip(med, [x.get("ratio") for x in rs][::-1], strict=True)):
+        for y, (m, q, r) in enumerate(zip(med, iqr, [x.get("ratio") for x in rs][::-1], strict=True)):
             ax.text(
-                m,
+                m + q,  # right of the whisker
                 y,
                 f"  {fmt_us(m)} µs" + (f"  ({fmt_ratio(r)})" if r and r != 1 else ""),
                 va="center",
                 fontsize=7,
             )
-        ax.set_xlim(min(med) / 2, max(med) * 8)
+        ax.set_xlim(min(med) / 2, max(m + q for m, q in zip(med, iqr, strict=True)) * 8)
         fig.tight_layout()
         name = f"bench_{slug(g)}.png"
         fig.savefig(img / name, dpi=90)
