@@ -615,3 +615,9 @@ def test_from_arrays_bad_input_raises_typed_error(override, err, builtin):
         rlcore.ReplayBuffer.from_arrays(
             kw["obs"], kw["act"], kw["rew"], kw["terminated"], kw["truncated"], kw["obs_next"]
         )
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, 1.5])
+def test_seed_outside_uint64_raises_invalid_value(seed):
+    with pytest.raises(rlcore.errors.InvalidValueError, match="seed"):
+        rlcore.ReplayBuffer(10, seed=seed)

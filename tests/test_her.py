@@ -666,3 +666,42 @@ def test_her_compute_reward_calling_back_into_its_buffer_raises_api_usage_error(
     _assert_same(buf, before)
     buf._compute_reward = asym_reward
     assert buf.sample(4).rew.shape == (4,)
+
+
+def test_her_from_arrays_builds_an_offline_goal_buffer_with_its_reward():
+    t_len = 10
+    ag = np.arange(t_len + 1, dtype=np.float64)[:, None]
+    obs = {
+        "observation": np.zeros((t_len, 2)),
+        "achieved_goal": ag[:-1],
+        "desired_goal": np.full((t_len, 1), 99.0),
+    }
+    obs_next = {
+        "observation": np.zeros((t_len, 2)),
+        "achieved_goal": ag[1:],
+        "desired_goal": np.full((t_len, 1), 99.0),
+    }
+    trunc = np.arange(t_len) % 5 == 4
+    buf = rlcore.HERReplayBuffer.from_arrays(
+        obs,
+        np.zeros((t_len, 1), np.float32),
+        -np.ones(t_len),
+        np.zeros(t_len, bool),
+        trunc,
+        obs_next,
+        strategy="final",
+        future_k=1e9,
+        distance_threshold=0.1,
+        seed=0,
+    )
+    assert len(buf) == t_len
+    batch = buf.sample(200)
+    # 'final' with (almost) certain relabeling: the goal is the achieved goal after the episode's last step
+    t = batch.obs["achieved_goal"][:, 0]
+    want_goal = np.where(t < 5, 5.0, 10.0)
+    relabeled = batch.obs["desired_goal"][:, 0] != 99.0
+    assert relabeled.mean() > 0.99
+    np.testing.assert_array_equal(batch.obs["desired_goal"][relabeled, 0], want_goal[relabeled])
+    np.testing.assert_array_equal(
+        batch.rew[relabeled], np.where(t[relabeled] + 1 == want_goal[relabeled], 0.0, -1.0)
+    )

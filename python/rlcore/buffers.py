@@ -117,7 +117,9 @@ class ReplayBuffer(RawBuffer):
         buf._declare_spaces(observation_space, action_space, extras)
         return buf
 
-    def _declare_spaces(self, observation_space: Any, action_space: Any, extras: Mapping[str, Any] | None) -> None:
+    def _declare_spaces(
+        self, observation_space: Any, action_space: Any, extras: Mapping[str, Any] | None
+    ) -> None:
         from gymnasium import spaces
 
         if isinstance(observation_space, spaces.Dict):
@@ -159,19 +161,7 @@ class ReplayBuffer(RawBuffer):
         Raises:
             ShapeError, DTypeError: as :meth:`add`.
         """
-        rew_a = np.asarray(rew)
-        if rew_a.ndim != 1:
-            from rlcore.errors import ShapeError
-
-            raise ShapeError(f"rew: expected shape [T], got {rew_a.shape}")
-        if capacity is None:
-            try:
-                segments = _count_segments(obs, obs_next, terminated, truncated)
-            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-                # malformed input: size for the worst case and let the core's validation raise
-                # its typed error
-                segments = rew_a.shape[0]
-            capacity = max(2, rew_a.shape[0] + segments)
+        rew_a, capacity = _offline_capacity(obs, rew, terminated, truncated, obs_next, capacity)
         buf = cls(capacity, num_envs=1, seed=seed)
         buf._extend(obs, act, rew_a, terminated, truncated, obs_next, **dict(extras or {}))
         return buf
@@ -382,7 +372,9 @@ class ReplayBuffer(RawBuffer):
             except FileNotFoundError as e:
                 raise SaveFileError(f"{root}: array file {manifest['data_dir']}/{fname} is missing") from e
             except (ValueError, OSError, EOFError) as e:
-                raise SaveFileError(f"{root}: array file {manifest['data_dir']}/{fname} is corrupt ({e})") from e
+                raise SaveFileError(
+                    f"{root}: array file {manifest['data_dir']}/{fname} is corrupt ({e})"
+                ) from e
         buf.load_state_dict({"config": config, "schema": manifest["schema"], "arrays": arrays})
         return buf
 
@@ -404,7 +396,9 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     try:
         text = mpath.read_text()
     except FileNotFoundError as e:
-        raise SaveFileError(f"{root}: no manifest.json (not a saved rlcore buffer, or the save never finished)") from e
+        raise SaveFileError(
+            f"{root}: no manifest.json (not a saved rlcore buffer, or the save never finished)"
+        ) from e
     try:
         manifest = json.loads(text)
     except json.JSONDecodeError as e:
@@ -412,11 +406,33 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
         raise SaveFileError(f"{mpath} is not an rlcore buffer manifest")
     if manifest.get("version") != _FORMAT_VERSION:
-        raise SaveFileError(f"{mpath} has format version {manifest.get('version')}, expected {_FORMAT_VERSION}")
+        raise SaveFileError(
+            f"{mpath} has format version {manifest.get('version')}, expected {_FORMAT_VERSION}"
+        )
     for key in ("config", "schema", "data_dir", "files"):
         if key not in manifest:
             raise SaveFileError(f"{mpath} lacks '{key}'")
     return manifest
+
+
+def _offline_capacity(
+    obs: Any, rew: Any, terminated: Any, truncated: Any, obs_next: Any, capacity: int | None
+) -> tuple[np.ndarray, int]:
+    """The reward array and the capacity an offline stream needs (T plus one row per episode)."""
+    rew_a = np.asarray(rew)
+    if rew_a.ndim != 1:
+        from rlcore.errors import ShapeError
+
+        raise ShapeError(f"rew: expected shape [T], got {rew_a.shape}")
+    if capacity is None:
+        try:
+            segments = _count_segments(obs, obs_next, terminated, truncated)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            # malformed input: size for the worst case and let the core's validation raise
+            # its typed error
+            segments = rew_a.shape[0]
+        capacity = max(2, rew_a.shape[0] + segments)
+    return rew_a, capacity
 
 
 def _count_segments(obs: Any, obs_next: Any, terminated: Any, truncated: Any) -> int:
@@ -425,6 +441,7 @@ def _count_segments(obs: Any, obs_next: Any, terminated: Any, truncated: Any) ->
     t_len = done.shape[0]
     if t_len == 0:
         return 1
+
     def continues(a: Any, b: Any) -> np.ndarray:
         # byte equality, exactly like the core's continuity check (-0.0 != 0.0, NaN == NaN)
         a = np.ascontiguousarray(a)
@@ -571,7 +588,9 @@ class HERReplayBuffer(ReplayBuffer):
         if compute_reward is not None and not callable(compute_reward):
             raise InvalidValueError(f"compute_reward must be callable, got {type(compute_reward).__name__}")
         if len(goal_keys) != 3:
-            raise InvalidValueError(f"goal_keys must name (observation, achieved_goal, desired_goal), got {goal_keys}")
+            raise InvalidValueError(
+                f"goal_keys must name (observation, achieved_goal, desired_goal), got {goal_keys}"
+            )
         self = RawBuffer.__new__(
             cls,
             capacity,
@@ -623,7 +642,9 @@ class HERReplayBuffer(ReplayBuffer):
         if not isinstance(observation_space, spaces.Dict) or any(
             k not in observation_space.spaces for k in goal_keys
         ):
-            raise ShapeError(f"HER needs a Dict observation space with keys {list(goal_keys)}, got {observation_space}")
+            raise ShapeError(
+                f"HER needs a Dict observation space with keys {list(goal_keys)}, got {observation_space}"
+            )
         buf = cls(
             capacity,
             num_envs=num_envs,
@@ -639,6 +660,49 @@ class HERReplayBuffer(ReplayBuffer):
             eps=eps,
         )
         buf._declare_spaces(observation_space, action_space, extras)
+        return buf
+
+    @classmethod
+    def from_arrays(  # type: ignore[override]
+        cls,
+        obs: Mapping[str, np.ndarray],
+        act: np.ndarray,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        obs_next: Mapping[str, np.ndarray],
+        *,
+        capacity: int | None = None,
+        seed: int | None = None,
+        extras: Mapping[str, np.ndarray] | None = None,
+        strategy: str = "future",
+        future_k: float = 4,
+        compute_reward: Callable[..., Any] | None = None,
+        distance_threshold: float | None = None,
+        goal_keys: tuple[str, str, str] = ("observation", "achieved_goal", "desired_goal"),
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+    ) -> HERReplayBuffer:
+        """As :meth:`ReplayBuffer.from_arrays` (an offline dataset of goal-env episodes), with
+        the HER parameters of the class."""
+        rew_a, capacity = _offline_capacity(obs, rew, terminated, truncated, obs_next, capacity)
+        buf = cls(
+            capacity,
+            num_envs=1,
+            seed=seed,
+            strategy=strategy,
+            future_k=future_k,
+            compute_reward=compute_reward,
+            distance_threshold=distance_threshold,
+            goal_keys=goal_keys,
+            prioritized=prioritized,
+            alpha=alpha,
+            beta=beta,
+            eps=eps,
+        )
+        buf._extend(obs, act, rew_a, terminated, truncated, obs_next, **dict(extras or {}))
         return buf
 
     def sample(
@@ -692,7 +756,11 @@ class HERReplayBuffer(ReplayBuffer):
                 "this HER buffer was saved with a Python compute_reward; pass "
                 "HERReplayBuffer.load(path, compute_reward=...) to load it"
             )
-        per = dict(alpha=config["alpha"], beta=config["beta"], eps=config["eps"]) if config.get("prioritized") else {}
+        per = (
+            dict(alpha=config["alpha"], beta=config["beta"], eps=config["eps"])
+            if config.get("prioritized")
+            else {}
+        )
         return HERReplayBuffer(
             config["capacity"],
             num_envs=config["num_envs"],

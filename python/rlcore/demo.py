@@ -42,7 +42,11 @@ def main(num_envs: int = 4, steps: int = 500, seed: int = 0) -> None:
         )
     else:
         buf = rlcore.ReplayBuffer.from_spaces(
-            envs.single_observation_space, envs.single_action_space, capacity=20_000, num_envs=num_envs, seed=seed
+            envs.single_observation_space,
+            envs.single_action_space,
+            capacity=20_000,
+            num_envs=num_envs,
+            seed=seed,
         )
     envs.action_space.seed(seed)
     obs, _ = envs.reset(seed=seed)
@@ -59,13 +63,15 @@ def main(num_envs: int = 4, steps: int = 500, seed: int = 0) -> None:
         obs = obs_next
     elapsed = time.perf_counter() - t0
     print(f"env {env_id} x{num_envs}: {steps} vector steps in {elapsed:.2f} s, {len(buf)} transitions stored")
-    print(f"episodes finished: {len(returns)}, mean return {np.mean(returns) if returns else float('nan'):.2f}")
-    batch = buf.sample(256, n_step=3, gamma=0.98)
-    obs_desc = (
-        {k: v.shape for k, v in batch.obs.items()} if isinstance(batch.obs, dict) else batch.obs.shape
+    print(
+        f"episodes finished: {len(returns)}, mean return {np.mean(returns) if returns else float('nan'):.2f}"
     )
+    batch = buf.sample(256, n_step=3, gamma=0.98)
+    obs_desc = {k: v.shape for k, v in batch.obs.items()} if isinstance(batch.obs, dict) else batch.obs.shape
     print(f"sample(256, n_step=3): obs {obs_desc}, act {batch.act.shape}, rew {batch.rew.dtype}")
-    print(f"  mean n-step reward {batch.rew.mean():.3f}, discounts {np.unique(batch.discount.round(4)).tolist()}")
+    print(
+        f"  mean n-step reward {batch.rew.mean():.3f}, discounts {np.unique(batch.discount.round(4)).tolist()}"
+    )
     if goal_env:
         stored = buf.column("obs")["desired_goal"][batch.indices]  # type: ignore[index]
         relabeled = np.any(batch.obs["desired_goal"] != stored, axis=1)

@@ -729,7 +729,7 @@ impl RawBuffer {
         py: Python<'_>,
         capacity: i64,
         num_envs: i64,
-        seed: Option<u64>,
+        seed: Option<&Bound<'_, PyAny>>,
         prioritized: bool,
         alpha: f64,
         beta: f64,
@@ -754,12 +754,18 @@ impl RawBuffer {
                 format!("num_envs must be >= 1, got {num_envs}"),
             ));
         }
-        let mut core = ReplayCore::new(
-            capacity as usize,
-            num_envs as usize,
-            seed.unwrap_or_else(os_seed),
-        )
-        .or_py(py)?;
+        let seed = match seed {
+            None => os_seed(),
+            Some(x) if x.is_none() => os_seed(),
+            Some(x) => x.extract::<u64>().map_err(|_| {
+                py_err(
+                    py,
+                    3,
+                    format!("seed must be None or an integer in [0, 2**64), got {x}"),
+                )
+            })?,
+        };
+        let mut core = ReplayCore::new(capacity as usize, num_envs as usize, seed).or_py(py)?;
         if prioritized {
             core.enable_per(alpha, beta, eps).or_py(py)?;
         }
