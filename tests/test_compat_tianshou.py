@@ -1,0 +1,248 @@
+"""rlcore.compat.tianshou against Tianshou 2.0's own buffers: identical streams go into both
+(with env subsets, as an async Collector adds them); add's return values, stored steps,
+prev/next, unfinished episodes, Tianshou's own n-step return code and PER weights are compared;
+then Tianshou's DQN, Collector and trainer run on CartPole-v1 with the rlcore buffer."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+ts = pytest.importorskip("tianshou")
+torch = pytest.importorskip("torch")
+
+import gymnasium as gym  # noqa: E402
+import tianshou.data as tsd  # noqa: E402
+from rlcore.compat import tianshou as compat  # noqa: E402
+from tianshou.algorithm.algorithm_base import Algorithm  # noqa: E402
+from tianshou.data import Batch  # noqa: E402
+
+torch.set_num_threads(1)
+F32 = np.float32
+
+
+def stream(n_envs: int, steps: int, seed: int = 0, subsets: bool = True):
+    """Batches for ``add(batch, buffer_ids)``: each vector step a random subset of envs steps.
+    Env e, episode k, step t observes ``[e, k, t, 0]``; episodes end by termination or
+    truncation at random; ``obs_next`` at an end is the true final observation."""
+    rng = np.random.default_rng(seed)
+    k = np.zeros(n_envs, int)
+    t = np.zeros(n_envs, int)
+    for _ in range(steps):
+        ids = np.flatnonzero(rng.random(n_envs) < 0.7) if subsets else np.arange(n_envs)
+        if len(ids) == 0:
+            continue
+        obs = np.stack([[e, k[e], t[e], 0] for e in ids]).astype(F32)
+        nxt = obs.copy()
+        nxt[:, 2] += 1
+        end = rng.random(len(ids)) < 0.15
+        term = end & (rng.random(len(ids)) < 0.5)
+        trunc = end & ~term
+        rew = rng.normal(size=len(ids))
+        act = rng.integers(0, 3, len(ids))
+        yield Batch(obs=obs, act=act, rew=rew, terminated=term, truncated=trunc, obs_next=nxt, info={}), ids
+        for j, e in enumerate(ids):
+            if end[j]:
+                k[e] += 1
+                t[e] = 0
+            else:
+                t[e] += 1
+
+
+def fill(ours, theirs, n_envs, steps, seed=0, subsets=True):
+    """Add the same stream to both; compare add's return values step by step."""
+    for batch, ids in stream(n_envs, steps, seed, subsets):
+        a = ours.add(batch, buffer_ids=ids)
+        b = theirs.add(batch, buffer_ids=ids)
+        np.testing.assert_allclose(a[1], b[1], rtol=1e-5, atol=1e-5)  # episode returns (float32 here)
+        np.testing.assert_array_equal(a[2], b[2])  # episode lengths
+        np.testing.assert_array_equal(ours[a[0]].obs, theirs[b[0]].obs)  # the written rows
+        np.testing.assert_array_equal(ours[a[3]].obs, theirs[b[3]].obs)  # episode start rows
+
+
+def by_obs(buf, idx):
+    return {buf[int(i)].obs.tobytes(): int(i) for i in idx}
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (compat.ReplayBuffer, tsd.ReplayBuffer),
+        (compat.VectorReplayBuffer, tsd.VectorReplayBuffer),
+        (compat.PrioritizedReplayBuffer, tsd.PrioritizedReplayBuffer),
+        (compat.PrioritizedVectorReplayBuffer, tsd.PrioritizedVectorReplayBuffer),
+    ],
+)
+def test_classes_subclass_tianshou_classes(ours, theirs):
+    assert issubclass(ours, theirs)
+
+
+def test_vector_buffer_matches_tianshou_step_by_step():
+    ours, theirs = compat.VectorReplayBuffer(4000, 4), tsd.VectorReplayBuffer(4000, 4)
+    fill(ours, theirs, 4, 150)
+    assert len(ours) == len(theirs)
+    # every stored step in time order, env by env
+    a, b = ours[:], theirs[:]
+    for key in ("obs", "act", "terminated", "truncated", "done", "obs_next"):
+        np.testing.assert_array_equal(a[key], b[key])
+    np.testing.assert_allclose(a.rew, b.rew, rtol=1e-6)
+    # prev / next / unfinished episodes, matched through the unique observations
+    mo, mt = by_obs(ours, ours.sample_indices(0)), by_obs(theirs, theirs.sample_indices(0))
+    assert mo.keys() == mt.keys()
+    keys = list(mo)
+    io, it = np.array([mo[k] for k in keys]), np.array([mt[k] for k in keys])
+    for step in ("prev", "next"):
+        np.testing.assert_array_equal(
+            ours[getattr(ours, step)(io)].obs, theirs[getattr(theirs, step)(it)].obs
+        )
+    uo = sorted(ours[int(i)].obs.tobytes() for i in ours.unfinished_index())
+    ut = sorted(theirs[int(i)].obs.tobytes() for i in theirs.unfinished_index())
+    assert uo == ut
+
+
+def test_single_buffer_matches_tianshou():
+    ours, theirs = compat.ReplayBuffer(500), tsd.ReplayBuffer(500)
+    fill(ours, theirs, 1, 200, subsets=False)
+    np.testing.assert_array_equal(ours[:].obs, theirs[:].obs)
+    # an unstacked single step without buffer_ids, as Tianshou allows
+    step = Batch(
+        obs=np.full(4, 9, F32), act=1, rew=1.0, terminated=True, truncated=False, obs_next=np.ones(4, F32)
+    )
+    a, b = ours.add(step), theirs.add(step)
+    assert ours[a[0]].obs.tolist() == theirs[b[0]].obs.tolist() and a[0].shape == b[0].shape == (1,)
+
+
+@pytest.mark.parametrize("n_step", [1, 3, 5])
+def test_tianshou_nstep_return_code_gives_the_same_targets(n_step):
+    """Tianshou's own ``Algorithm.compute_nstep_return`` (the code DQN/DDPG/SAC use) reads
+    next/done/rew/unfinished_index/terminated of the buffer: same targets on both."""
+    ours, theirs = compat.VectorReplayBuffer(4000, 3), tsd.VectorReplayBuffer(4000, 3)
+    fill(ours, theirs, 3, 250, seed=1)
+
+    def target_q(buf, idx):  # a fake Q' of the bootstrap observation: its step counter + 1
+        return torch.as_tensor(buf[idx].obs_next[:, 2] + 1.0)
+
+    mo, mt = by_obs(ours, ours.sample_indices(0)), by_obs(theirs, theirs.sample_indices(0))
+    keys = list(mo)
+    io, it = np.array([mo[k] for k in keys]), np.array([mt[k] for k in keys])
+    ro = Algorithm.compute_nstep_return(ours[io], ours, io, target_q, gamma=0.9, n_step=n_step).returns
+    rt = Algorithm.compute_nstep_return(theirs[it], theirs, it, target_q, gamma=0.9, n_step=n_step).returns
+    torch.testing.assert_close(ro.float(), rt.float(), rtol=1e-5, atol=1e-5)
+
+
+def test_sample_is_uniform_and_consistent():
+    ours = compat.VectorReplayBuffer(2000, 2, random_seed=3)
+    for batch, ids in stream(2, 100, subsets=False):
+        ours.add(batch, buffer_ids=ids)
+    batch, idx = ours.sample(20_000)
+    ref = ours[idx]
+    for key in ("obs", "act", "rew", "terminated", "truncated", "done", "obs_next"):
+        np.testing.assert_array_equal(batch[key], ref[key])
+    counts = np.bincount(np.searchsorted(np.sort(ours.sample_indices(0)), idx), minlength=len(ours))
+    expected = 20_000 / len(ours)
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < len(ours) + 5 * np.sqrt(2 * len(ours))
+    assert ours.sample_indices(-1).size == 0 and ours.sample_indices(0).size == len(ours)
+
+
+def test_prioritized_weights_match_tianshou():
+    ours = compat.PrioritizedVectorReplayBuffer(2000, 2, alpha=0.6, beta=0.4)
+    theirs = tsd.PrioritizedVectorReplayBuffer(2000, 2, alpha=0.6, beta=0.4)
+    fill(ours, theirs, 2, 150, subsets=False)
+    mo, mt = by_obs(ours, ours.sample_indices(0)), by_obs(theirs, theirs.sample_indices(0))
+    keys = list(mo)
+    io, it = np.array([mo[k] for k in keys]), np.array([mt[k] for k in keys])
+    td = np.random.default_rng(0).exponential(size=len(keys))
+    ours.update_weight(io, td)
+    theirs.update_weight(it, td)
+    np.testing.assert_allclose(ours[io].weight, theirs[it].weight, rtol=1e-4)
+    # CASES 12: set_beta must reach the weights. Tianshou's PrioritizedVectorReplayBuffer.set_beta
+    # sets the sub-buffers' beta only, so its weights keep beta = 0.4 (a peer bug, corrected here)
+    before = theirs[it].weight
+    ours.set_beta(1.0)
+    theirs.set_beta(1.0)
+    np.testing.assert_allclose(theirs[it].weight, before)
+    p = (td + np.finfo(F32).eps) ** 0.6
+    np.testing.assert_allclose(ours[io].weight, p.min() / p, rtol=1e-4)
+    # sampled in proportion to (|td| + eps)^alpha
+    _, idx = ours.sample(40_000)
+    freq = np.array([(idx == i).mean() for i in io])
+    np.testing.assert_allclose(freq, p / p.sum(), atol=0.004)
+    batch, idx = ours.sample(64)
+    np.testing.assert_allclose(batch.weight, ours[idx].weight, rtol=1e-5)
+
+
+def test_pickle_and_hdf5_round_trips(tmp_path):
+    ours = compat.PrioritizedVectorReplayBuffer(1000, 2, alpha=0.5, beta=0.5, random_seed=9)
+    for batch, ids in stream(2, 80):
+        ours.add(batch, buffer_ids=ids)
+    ours.update_weight(np.array(ours.sample_indices(0)[:10]), np.arange(10.0))
+    for clone in (pickle.loads(pickle.dumps(ours)), None):
+        if clone is None:
+            ours.save_hdf5(str(tmp_path / "b.h5"))
+            clone = compat.PrioritizedVectorReplayBuffer.load_hdf5(str(tmp_path / "b.h5"))
+        assert len(clone) == len(ours)
+        np.testing.assert_array_equal(clone[:].obs, ours[:].obs)
+        np.testing.assert_array_equal(clone.done, ours.done)
+        a, ia = ours.sample(32)
+        b, ib = clone.sample(32)
+        np.testing.assert_array_equal(ia, ib)
+        np.testing.assert_allclose(a.weight, b.weight)
+
+
+def test_unsupported_options_raise():
+    with pytest.raises(NotImplementedError, match="stack_num"):
+        compat.VectorReplayBuffer(100, 2, stack_num=4)
+    buf = compat.VectorReplayBuffer(100, 2)
+    with pytest.raises(NotImplementedError):
+        buf.set_array_at_key(np.zeros(3), "adv")
+
+
+def test_dqn_cartpole_with_collector_and_trainer():
+    """Tianshou's DQN, Collector and OffPolicyTrainer, unchanged, on the rlcore buffer."""
+    from tianshou.algorithm import DQN
+    from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+    from tianshou.data import Collector, CollectStats
+    from tianshou.env import DummyVectorEnv
+    from tianshou.trainer import OffPolicyTrainerParams
+    from tianshou.utils.net.common import Net
+
+    np.random.seed(0)  # noqa: NPY002 - Tianshou's exploration draws from the global generator
+    torch.manual_seed(0)
+    train_envs = DummyVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(4)])
+    test_envs = DummyVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(2)])
+    train_envs.seed(0)
+    test_envs.seed(100)
+    env = gym.make("CartPole-v1")
+    net = Net(state_shape=env.observation_space.shape, action_shape=env.action_space.n, hidden_sizes=[64, 64])
+    policy = DiscreteQLearningPolicy(model=net, action_space=env.action_space, eps_training=0.1)
+    algo = DQN(
+        policy=policy,
+        optim=AdamOptimizerFactory(lr=1e-3),
+        gamma=0.9,
+        n_step_return_horizon=3,
+        target_update_freq=100,
+    )
+    buf = compat.VectorReplayBuffer(10_000, 4)
+    training = Collector[CollectStats](algo, train_envs, buf, exploration_noise=True)
+    training.reset()
+    training.collect(n_step=256)
+    result = algo.run_training(
+        OffPolicyTrainerParams(
+            training_collector=training,
+            test_collector=Collector[CollectStats](algo, test_envs),
+            max_epochs=1,
+            epoch_num_steps=4000,
+            collection_step_num_env_steps=12,
+            test_step_num_episodes=10,
+            batch_size=64,
+            update_step_num_gradient_steps_per_sample=0.25,
+            show_progress=False,
+            verbose=False,
+        )
+    )
+    assert len(buf) >= 4000 and not buf.hasnull()
+    assert result.best_reward > 30, result  # untrained: about 9-10
