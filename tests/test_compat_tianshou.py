@@ -246,3 +246,83 @@ def test_dqn_cartpole_with_collector_and_trainer():
     )
     assert len(buf) >= 4000 and not buf.hasnull()
     assert result.best_reward > 30, result  # untrained: about 9-10
+
+
+# -- HER ------------------------------------------------------------------------------------------
+
+
+def asym_reward(achieved_goal, desired_goal):
+    """Asymmetric (achieved - desired): a swapped call flips the sign."""
+    return (achieved_goal - desired_goal)[..., 0].astype(F32)
+
+
+def goal_stream(n_envs: int, n_episodes: int, length: int):
+    """Env e, episode k, step t: ``observation = [e, k, t]``, ``achieved_goal = [1000 k + t]``
+    (the goal achieved after step t' is ``1000 k + t' + 1``), ``desired_goal = [-1 - k]``."""
+    for k in range(n_episodes):
+        for t in range(length):
+
+            def ob(tt, k=k):
+                return Batch(
+                    observation=np.array([[e, k, tt] for e in range(n_envs)], F32),
+                    achieved_goal=np.full((n_envs, 1), 1000 * k + tt, F32),
+                    desired_goal=np.full((n_envs, 1), -1 - k, F32),
+                )
+
+            yield Batch(
+                obs=ob(t),
+                obs_next=ob(t + 1),
+                act=np.zeros((n_envs, 2), F32),
+                rew=np.zeros(n_envs),
+                terminated=np.zeros(n_envs, bool),
+                truncated=np.full(n_envs, t == length - 1),
+                info={},
+            )
+
+
+def her_stats(buf, horizon, draws=100):
+    """Relabeled fraction and mean goal offset (t' - t); checks every relabeled sample."""
+    fractions, offsets = [], []
+    for _ in range(draws):
+        b, idx = buf.sample(64)
+        g, k, t = b.obs.desired_goal[:, 0], b.obs.observation[:, 1], b.obs.observation[:, 2]
+        np.testing.assert_array_equal(b.obs.desired_goal, b.obs_next.desired_goal)
+        rel = g >= 0
+        goal_step = g[rel] - 1000 * k[rel] - 1
+        assert (goal_step >= 0).all() and (goal_step <= 9).all(), "goal from another episode"
+        if horizon >= 10:  # windows never overlap: the goal comes from the sample's own future
+            assert (goal_step >= t[rel]).all()
+        np.testing.assert_allclose(b.rew[rel], b.obs_next.achieved_goal[rel, 0] - g[rel])  # (ag, g) order
+        np.testing.assert_allclose(buf.rew[idx], b.rew)  # what compute_nstep_return reads
+        fractions.append(rel.mean())
+        offsets.append((goal_step - t[rel]).mean())
+    return np.mean(fractions), np.mean(offsets)
+
+
+@pytest.mark.parametrize("horizon", [10, 4])
+def test_her_matches_tianshou_statistically(horizon):
+    stats = {}
+    for name, klass in (("ours", compat.HERVectorReplayBuffer), ("theirs", tsd.HERVectorReplayBuffer)):
+        buf = klass(2000, 2, compute_reward_fn=asym_reward, horizon=horizon, future_k=4)
+        for batch in goal_stream(2, 30, 10):
+            buf.add(batch, buffer_ids=[0, 1])
+        np.random.seed(1)  # noqa: NPY002 - Tianshou's HER draws from the global generator
+        stats[name] = her_stats(buf, horizon)
+    (fo, oo), (ft, ot) = stats["ours"], stats["theirs"]
+    assert fo == pytest.approx(ft, abs=0.03) and oo == pytest.approx(ot, abs=0.25), stats
+
+
+def test_her_overlay_never_writes_storage_and_nstep_reads_it():
+    buf = compat.HERReplayBuffer(500, compute_reward_fn=asym_reward, horizon=10, future_k=4)
+    for batch in goal_stream(1, 20, 10):
+        buf.add(batch, buffer_ids=[0])
+    stored = np.array(buf.core.column("obs")["desired_goal"], copy=True)
+    b, idx = buf.sample(128)
+    np.testing.assert_array_equal(buf.core.column("obs")["desired_goal"], stored)
+    ret = Algorithm.compute_nstep_return(
+        b, buf, idx, lambda bf, i: torch.as_tensor(bf[i].obs_next.desired_goal[:, 0]), 0.5, 1
+    )
+    want = b.rew + 0.5 * b.obs_next.desired_goal[:, 0]  # FetchReach-like: never terminated
+    np.testing.assert_allclose(ret.returns.numpy().reshape(-1), want, rtol=1e-5)
+    clone = pickle.loads(pickle.dumps(buf))
+    np.testing.assert_array_equal(clone.rew, buf.core.rew)  # the overlay is not pickled
