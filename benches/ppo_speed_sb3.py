@@ -11,8 +11,9 @@ Usage::
     python benches/ppo_speed_sb3.py                    # 2 rounds of 2 iterations (32,768 env steps each)
     python benches/ppo_speed_sb3.py --rounds 3 --iterations 1
 
-Prints env steps/s per run and the median ratio rlcore / SB3 (> 1: rlcore is faster). Not part of
-the test suite.
+Prints env steps per wall-clock second and per CPU second of this process (the machine this was
+written on is shared: CPU time is the steadier figure) and the median ratios rlcore / SB3 (> 1:
+rlcore is faster). Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from rlcore.onpolicy_trainer import OnPolicyTrainer, OnPolicyTrainerConfig
 N_ENVS, N_STEPS = 8, 2048
 
 
-def run_rlcore(iterations: int, seed: int) -> float:
+def run_rlcore(iterations: int, seed: int) -> tuple[float, float]:
     torch.manual_seed(seed)
     envs = gym.make_vec("CartPole-v1", num_envs=N_ENVS, vectorization_mode="sync")
     ppo = PPO.from_spaces(
@@ -40,21 +41,23 @@ def run_rlcore(iterations: int, seed: int) -> float:
         device="cpu",
     )
     trainer = OnPolicyTrainer(ppo, envs, config=OnPolicyTrainerConfig(num_steps=N_STEPS, seed=seed))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(iterations):
         stats = next(trainer)
-    return stats.env_steps / (time.perf_counter() - start)
+    return stats.env_steps / (time.perf_counter() - start), stats.env_steps / (time.process_time() - cpu)
 
 
-def run_sb3(iterations: int, seed: int) -> float:
+def run_sb3(iterations: int, seed: int) -> tuple[float, float]:
     from stable_baselines3 import PPO as SB3PPO
     from stable_baselines3.common.env_util import make_vec_env
 
     env = make_vec_env("CartPole-v1", n_envs=N_ENVS, seed=seed)
     model = SB3PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=iterations * N_ENVS * N_STEPS)
-    return model.num_timesteps / (time.perf_counter() - start)
+    return model.num_timesteps / (time.perf_counter() - start), model.num_timesteps / (
+        time.process_time() - cpu
+    )
 
 
 def main() -> None:
@@ -65,17 +68,24 @@ def main() -> None:
     torch.set_num_threads(1)
     run_rlcore(1, 100)  # warm-up (imports, allocator, first-call costs)
     run_sb3(1, 100)
-    ours: list[float] = []
-    theirs: list[float] = []
+    ours: list[tuple[float, float]] = []
+    theirs: list[tuple[float, float]] = []
     for r in range(args.rounds):
         ours.append(run_rlcore(args.iterations, r))
         theirs.append(run_sb3(args.iterations, r))
-        print(f"round {r}: rlcore {ours[-1]:.0f} env steps/s, SB3 {theirs[-1]:.0f} env steps/s", flush=True)
-    ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
-    print(
-        f"median: rlcore {statistics.median(ours):.0f}, SB3 {statistics.median(theirs):.0f} env steps/s; "
-        f"ratio rlcore/SB3 {statistics.median(ratios):.2f} (per round: {', '.join(f'{x:.2f}' for x in ratios)})"
-    )
+        print(
+            f"round {r}: rlcore {ours[-1][0]:.0f} env steps/s ({ours[-1][1]:.0f} per CPU-s), "
+            f"SB3 {theirs[-1][0]:.0f} env steps/s ({theirs[-1][1]:.0f} per CPU-s)",
+            flush=True,
+        )
+    for i, what in enumerate(("wall-clock", "CPU time")):
+        a = [x[i] for x in ours]
+        b = [x[i] for x in theirs]
+        ratios = [x / y for x, y in zip(a, b, strict=True)]
+        print(
+            f"{what}: median rlcore {statistics.median(a):.0f}, SB3 {statistics.median(b):.0f} env steps/s; "
+            f"ratio rlcore/SB3 {statistics.median(ratios):.2f} (per round: {', '.join(f'{x:.2f}' for x in ratios)})"
+        )
 
 
 if __name__ == "__main__":

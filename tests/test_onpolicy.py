@@ -16,6 +16,8 @@ from rlcore.algos import A2C, PPO, VPG, A2CConfig, A2CStats, PPOConfig, PPOStats
 from rlcore.algos.actor_critic import (
     ActorCritic,
     ReturnNormalizer,
+    approx_kl,
+    clip_fraction,
     gaussian_log_prob,
     normalize_advantages,
     ppo_policy_loss,
@@ -238,7 +240,8 @@ def test_ppo_policy_loss_hand_computed() -> None:
     ratio = torch.tensor([1.5, 0.5, 1.0])
     old = torch.tensor([-1.0, -2.0, -0.5])
     adv = torch.tensor([1.0, -1.0, 2.0])
-    loss, kl, clip_frac = ppo_policy_loss(old + ratio.log(), old, adv, 0.2)
+    loss, log_ratio = ppo_policy_loss(old + ratio.log(), old, adv, 0.2)
+    kl, clip_frac = approx_kl(log_ratio), clip_fraction(log_ratio, 0.2)
     # max(-1.5, -1.2) = -1.2; max(0.5, 0.8) = 0.8; -2  -> mean -0.8
     assert loss.item() == pytest.approx(-0.8, abs=1e-6)
     assert clip_frac.item() == pytest.approx(2 / 3)
@@ -248,7 +251,7 @@ def test_ppo_policy_loss_hand_computed() -> None:
 def test_ppo_policy_gradient_vanishes_outside_the_clip_range() -> None:
     old = torch.zeros(2)
     log_prob = torch.tensor([math.log(1.5), math.log(1.1)], requires_grad=True)
-    loss, _, _ = ppo_policy_loss(log_prob, old, torch.tensor([1.0, 1.0]), 0.2)
+    loss, _ = ppo_policy_loss(log_prob, old, torch.tensor([1.0, 1.0]), 0.2)
     loss.backward()
     assert log_prob.grad is not None
     assert log_prob.grad[0].item() == 0.0  # ratio 1.5 > 1.2 with A > 0: clipped, no gradient

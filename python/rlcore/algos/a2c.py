@@ -182,7 +182,7 @@ class A2C:
         # Policy gradient, value regression and entropy bonus in one step.
         x_BO = self.policy.features(b["obs"])
         log_prob_B, entropy_B, value_B = self.policy.evaluate(x_BO, b["act"])
-        assert value_B is not None
+        assert value_B is not None and entropy_B is not None
         pg_loss = -(log_prob_B * adv_B).mean()
         v_loss = value_loss(value_B, b["ret"])
         entropy = entropy_B.mean()

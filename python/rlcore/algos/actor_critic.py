@@ -32,6 +32,8 @@ __all__ = [
     "OnPolicyAlgorithm",
     "ReturnNormalizer",
     "anneal_learning_rate",
+    "approx_kl",
+    "clip_fraction",
     "clip_grad_norm",
     "explained_variance",
     "flatten_valid",
@@ -222,10 +224,10 @@ class ActorCritic(nn.Module):
         return act_BA, gaussian_log_prob(act_BA, out, log_std_A)
 
     def evaluate(
-        self, x_BO: torch.Tensor, act: torch.Tensor, *, with_value: bool = True
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        self, x_BO: torch.Tensor, act: torch.Tensor, *, with_value: bool = True, with_entropy: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """``(log_prob_B, entropy_B, value_B)`` of given actions under the current policy
-        (``value_B`` is ``None`` when not ``with_value``)."""
+        (``entropy_B``/``value_B`` are ``None`` when not asked for: fewer ops in the graph)."""
         if with_value:
             out, value_B = self.forward(x_BO)
         else:
@@ -233,12 +235,12 @@ class ActorCritic(nn.Module):
         if self.discrete:
             logp_BK = torch.log_softmax(out, dim=-1)
             log_prob_B = logp_BK.gather(-1, act.long().reshape(-1, 1)).squeeze(-1)
-            entropy_B = -(logp_BK.exp() * logp_BK).sum(-1)
+            entropy_B = -(logp_BK.exp() * logp_BK).sum(-1) if with_entropy else None
             return log_prob_B, entropy_B, value_B
         assert self.log_std is not None
         act_BA = act.float().reshape(out.shape)
         log_prob_B = gaussian_log_prob(act_BA, out, self.log_std)
-        entropy_B = (0.5 + _LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
+        entropy_B = (0.5 + _LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0]) if with_entropy else None
         return log_prob_B, entropy_B, value_B
 
 
@@ -317,23 +319,30 @@ def normalize_advantages(adv_B: torch.Tensor, eps: float = 1e-8) -> torch.Tensor
 
 def ppo_policy_loss(
     log_prob_B: torch.Tensor, old_log_prob_B: torch.Tensor, adv_B: torch.Tensor, clip_coef: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO's clipped surrogate loss (Schulman et al. 2017, eq. 7), negated for minimisation.
 
     ``L = mean(max(-A r, -A clip(r, 1 - eps, 1 + eps)))`` with ``r = exp(log_prob - old_log_prob)``.
 
     Returns:
-        ``(loss, approx_kl, clip_fraction)``: ``approx_kl = mean((r - 1) - log r)`` (the unbiased,
-        non-negative k3 estimator of KL(old || new), Schulman 2020), ``clip_fraction`` the share of
-        samples with ``|r - 1| > eps``; the last two are detached.
+        ``(loss, log_ratio_B)``; ``log_ratio_B = log r`` is detached, for :func:`approx_kl` and
+        :func:`clip_fraction`.
     """
     log_ratio_B = log_prob_B - old_log_prob_B
     ratio_B = log_ratio_B.exp()
     loss = torch.max(-adv_B * ratio_B, -adv_B * ratio_B.clamp(1.0 - clip_coef, 1.0 + clip_coef)).mean()
-    with torch.no_grad():
-        approx_kl = ((ratio_B - 1.0) - log_ratio_B).mean()
-        clip_fraction = ((ratio_B - 1.0).abs() > clip_coef).float().mean()
-    return loss, approx_kl, clip_fraction
+    return loss, log_ratio_B.detach()
+
+
+def approx_kl(log_ratio_B: torch.Tensor) -> torch.Tensor:
+    """``mean((r - 1) - log r)``: the unbiased, non-negative k3 estimator of KL(old || new)
+    (Schulman 2020, "Approximating KL divergence"), from ``log r = log_prob - old_log_prob``."""
+    return (torch.expm1(log_ratio_B) - log_ratio_B).mean()
+
+
+def clip_fraction(log_ratio_B: torch.Tensor, clip_coef: float) -> torch.Tensor:
+    """Share of samples whose ratio left ``[1 - eps, 1 + eps]`` (float tensor)."""
+    return (torch.expm1(log_ratio_B).abs() > clip_coef).float().mean()
 
 
 def value_loss(

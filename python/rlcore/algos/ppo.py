@@ -27,6 +27,8 @@ from rlcore.algos.actor_critic import (
     ActorCritic,
     ReturnNormalizer,
     anneal_learning_rate,
+    approx_kl,
+    clip_fraction,
     clip_grad_norm,
     explained_variance,
     flatten_valid,
@@ -109,11 +111,11 @@ class PPOStats:
     value_loss: float
     """``0.5 * (V - ret)^2`` (clipped variant when enabled)."""
     entropy: float
-    """Mean policy entropy in nats."""
+    """Mean entropy (nats) of the updated policy on the rollout's observations."""
     approx_kl: float
-    """Mean approximate KL(old || new) of the minibatches (k3 estimator)."""
+    """Approximate KL(old || new) (k3 estimator) at each sample's minibatch step, averaged over epochs."""
     clip_fraction: float
-    """Share of samples whose ratio left ``[1 - eps, 1 + eps]``."""
+    """Share of samples whose ratio left ``[1 - eps, 1 + eps]`` at their minibatch step."""
     explained_variance: float
     """``1 - Var(ret - V_old) / Var(ret)`` of the sampling critic."""
     grad_steps: int
@@ -212,55 +214,64 @@ class PPO:
         batch_size = int(aux_4B.shape[1])
 
         # Epochs of shuffled minibatches (each epoch gathers the permuted batch once; minibatches are views).
-        sums = torch.zeros(5, device=self.device)
-        n_mb = 0
-        stop = False
+        params = list(self.policy.parameters())
+        log_ratio_P = torch.zeros(batch_size, device=self.device)
+        losses: list[torch.Tensor] = []
+        kl_sum = clip_sum = torch.zeros((), device=self.device)
+        rows_seen = 0
         epochs = 0.0
-        n_per_epoch = -(-batch_size // c.minibatch_size)
         for _ in range(c.n_epochs):
             perm = torch.from_numpy(self.rng.permutation(batch_size)).to(self.device)
             x_PO, act_P = x_BO[perm], act_B[perm]
             old_log_prob_P, old_value_P, adv_P, ret_P = aux_4B[:, perm].unbind(0)
-            for k, start in enumerate(range(0, batch_size, c.minibatch_size)):
+            rows = batch_size
+            for start in range(0, batch_size, c.minibatch_size):
                 mb = slice(start, start + c.minibatch_size)
                 x_MO = x_PO[mb]
-                log_prob_M, entropy_M, value_M = self.policy.evaluate(x_MO, act_P[mb])
+                log_prob_M, entropy_M, value_M = self.policy.evaluate(
+                    x_MO, act_P[mb], with_entropy=c.ent_coef != 0.0
+                )
                 assert value_M is not None
                 adv_M = normalize_advantages(adv_P[mb]) if c.normalize_advantages else adv_P[mb]
-                pg_loss, approx_kl, clip_fraction = ppo_policy_loss(
-                    log_prob_M, old_log_prob_P[mb], adv_M, c.clip_coef
-                )
-                if c.target_kl is not None and approx_kl > 1.5 * c.target_kl:
-                    stop = True
-                    epochs += k / n_per_epoch
+                pg_loss, log_ratio_M = ppo_policy_loss(log_prob_M, old_log_prob_P[mb], adv_M, c.clip_coef)
+                if c.target_kl is not None and approx_kl(log_ratio_M) > 1.5 * c.target_kl:
+                    rows = start  # KL early stop (SB3): this minibatch takes no step
                     break
                 v_loss = value_loss(value_M, ret_P[mb], old_value_P[mb], c.value_clip_coef)
-                entropy = entropy_M.mean()
-                loss = pg_loss - c.ent_coef * entropy + c.vf_coef * v_loss
+                loss = pg_loss + c.vf_coef * v_loss
+                if entropy_M is not None:
+                    loss = loss - c.ent_coef * entropy_M.mean()
 
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                clip_grad_norm(self.policy.parameters(), c.max_grad_norm)
+                clip_grad_norm(params, c.max_grad_norm)
                 self.optimizer.step()
-                sums += torch.stack(
-                    [pg_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clip_fraction]
-                )
-                n_mb += 1
-            if stop:
+                log_ratio_P[mb] = log_ratio_M
+                losses.append(torch.stack([pg_loss.detach(), v_loss.detach()]))
+            if rows > 0:  # ratio statistics of the epoch, over the minibatches that took a step
+                kl_sum = kl_sum + approx_kl(log_ratio_P[:rows]) * rows
+                clip_sum = clip_sum + clip_fraction(log_ratio_P[:rows], c.clip_coef) * rows
+                rows_seen += rows
+            if rows < batch_size:
+                epochs += rows / batch_size
                 break
             epochs += 1.0
+        n_mb = len(losses)
         self.grad_steps += n_mb
 
-        # Bookkeeping: normaliser statistics, env-step counter (drives lr annealing).
+        # Bookkeeping: entropy of the updated policy, normaliser statistics, env-step counter.
+        with torch.no_grad():
+            _, entropy_B, _ = self.policy.evaluate(x_BO, act_B, with_value=False)
+        assert entropy_B is not None
         self.policy.update_obs_stats(b["obs"])
         self.env_steps += batch_size
-        means = (sums / max(n_mb, 1)).tolist()
+        loss_means = torch.stack(losses).mean(0).tolist() if losses else [float("nan")] * 2
         return PPOStats(
-            policy_loss=means[0],
-            value_loss=means[1],
-            entropy=means[2],
-            approx_kl=means[3],
-            clip_fraction=means[4],
+            policy_loss=loss_means[0],
+            value_loss=loss_means[1],
+            entropy=entropy_B.mean().item(),
+            approx_kl=(kl_sum / max(rows_seen, 1)).item(),
+            clip_fraction=(clip_sum / max(rows_seen, 1)).item(),
             explained_variance=explained_variance(b["value"].cpu().numpy(), b["ret"].cpu().numpy()),
             grad_steps=n_mb,
             epochs=epochs,

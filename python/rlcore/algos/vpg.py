@@ -201,6 +201,7 @@ class VPG:
 
         # Policy step: ascend mean(log pi(a|o) * A) (+ entropy bonus).
         log_prob_B, entropy_B, _ = self.policy.evaluate(x_BO, b["act"], with_value=False)
+        assert entropy_B is not None
         pg_loss = -(log_prob_B * adv_B).mean()
         entropy = entropy_B.mean()
         self.policy_optimizer.zero_grad(set_to_none=True)
