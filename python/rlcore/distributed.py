@@ -1082,7 +1082,6 @@ class DistributedTrainer:
             )
             for k in range(dist.num_collectors)
         ]
-        self._publish()
         self.iteration = 0
         self.grad_steps = 0
         self.env_steps = 0
@@ -1101,6 +1100,7 @@ class DistributedTrainer:
             else None
         )
         self._ray = ray
+        self._publish()
 
     @property
     def done(self) -> bool:

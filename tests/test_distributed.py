@@ -1,0 +1,360 @@
+"""rlcore.distributed on a loopback Ray (2 CPUs): a sharded buffer samples like one local buffer
+(uniform frequencies and n-step fields, HER goal sources, PER frequencies and weights), a killed
+collector actor is restarted without losing stored rows, and shutdown leaves no process behind.
+
+One Ray session serves the whole module (starting Ray costs seconds); the last test shuts it down.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import rlcore
+
+ray = pytest.importorskip("ray")
+
+from rlcore.distributed import (  # noqa: E402
+    DistributedConfig,
+    DistributedTrainer,
+    ShardedReplayBuffer,
+    init_ray,
+)
+
+F32 = np.float32
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+
+
+def _descendants(pid: int) -> set[int]:
+    """Pids of every live descendant process of ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    init_ray(num_cpus=2, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _fill(bufs, num_envs: int, steps: int, seed: int = 0) -> None:
+    """The same episodes (random lengths, terminated or truncated) into every buffer. ``obs[0]`` is
+    a unique id per stored observation, ``obs[1]`` its env."""
+    rng = np.random.default_rng(seed)
+    ids = iter(range(1, 10**9))
+    obs = np.array([[next(ids), e, 0] for e in range(num_envs)], F32)
+    for _ in range(steps):
+        nxt = np.array([[next(ids), e, 0] for e in range(num_envs)], F32)
+        done = rng.random(num_envs) < 0.15
+        term = done & (rng.random(num_envs) < 0.5)
+        trunc = done & ~term
+        rew = rng.normal(size=num_envs).astype(F32)
+        act = rng.normal(size=(num_envs, 1)).astype(F32)
+        for b in bufs:
+            b.add(obs, act, rew, term, trunc, nxt)
+        fresh = np.array([[next(ids), e, 0] for e in range(num_envs)], F32)
+        obs = np.where(done[:, None], fresh, nxt)
+
+
+def _chi2_ok(counts: np.ndarray, probs: np.ndarray) -> bool:
+    """Pearson chi-square below the 0.999 quantile (Wilson-Hilferty approximation)."""
+    n = counts.sum()
+    expected = n * probs
+    stat = float(((counts - expected) ** 2 / expected).sum())
+    k = len(counts) - 1
+    z = 3.09
+    crit = k * (1 - 2 / (9 * k) + z * np.sqrt(2 / (9 * k))) ** 3
+    return stat < crit
+
+
+def test_import_needs_no_ray(monkeypatch):
+    out = subprocess.run(
+        [sys.executable, "-c", "import rlcore, rlcore.distributed, sys; print('ray' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False"
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r"pip install rlcore\[ray\]"):
+        ShardedReplayBuffer(functools.partial(rlcore.ReplayBuffer, 100), num_shards=1)
+
+
+def test_uniform_matches_local(ray_session):
+    n_envs = 3
+    local = rlcore.ReplayBuffer(3 * 400, num_envs=n_envs, seed=0)
+    sharded = ShardedReplayBuffer(
+        functools.partial(rlcore.ReplayBuffer, 400), num_shards=3, num_envs=n_envs, chunk_rows=32, seed=1
+    )
+    _fill([local, sharded], n_envs, 120)
+    assert len(sharded) == len(local) == 3 * 120
+    sizes = sharded.shard_sizes()
+    assert sum(sizes) == len(local) and min(sizes) > 0  # episodes spread over every shard
+
+    # n-step fields of each transition (keyed by its obs id) are exactly the local buffer's
+    ref = {}
+    for _ in range(40):
+        b = local.sample(256, n_step=3, gamma=0.9)
+        for i, r, d, on in zip(b.obs[:, 0], b.rew, b.discount, b.obs_next[:, 0], strict=True):
+            ref[int(i)] = (r, d, on)
+    assert len(ref) == len(local)
+    counts: dict[int, int] = {}
+    for _ in range(30):
+        b = sharded.sample(512, n_step=3, gamma=0.9)
+        assert b.indices.dtype == np.int64 and b.obs.shape == (512, 3)
+        for i, r, d, on in zip(b.obs[:, 0], b.rew, b.discount, b.obs_next[:, 0], strict=True):
+            assert ref[int(i)] == (r, d, on)
+            counts[int(i)] = counts.get(int(i), 0) + 1
+    # uniform over all stored transitions, across shards
+    c = np.array([counts.get(i, 0) for i in ref], float)
+    assert _chi2_ok(c, np.full(len(c), 1 / len(c)))
+    sharded.close()
+
+
+def test_her_goal_sources_within_episode(ray_session):
+    n_envs = 2
+    k = 4
+
+    def make(capacity, **kw):
+        return rlcore.HERReplayBuffer(capacity, strategy="future", future_k=k, distance_threshold=0.01, **kw)
+
+    local = make(2 * 600, num_envs=n_envs, seed=0)
+    sharded = ShardedReplayBuffer(
+        functools.partial(make, 600), num_shards=2, num_envs=n_envs, chunk_rows=16, seed=2
+    )
+    # achieved_goal = (episode id, step, 0): a relabeled goal names the episode and step it came from
+    rng = np.random.default_rng(3)
+    ep = np.arange(n_envs)
+    t = np.zeros(n_envs, int)
+    next_ep = n_envs
+    lengths: dict[int, int] = {}
+    cur = {
+        "observation": rng.normal(size=(n_envs, 2)).astype(F32),
+        "achieved_goal": np.stack([ep, t, np.zeros(n_envs)], 1).astype(F32),
+        "desired_goal": np.full((n_envs, 3), -1.0, F32),
+    }
+    for _ in range(300):
+        done = rng.random(n_envs) < 0.1
+        nxt = {
+            "observation": rng.normal(size=(n_envs, 2)).astype(F32),
+            "achieved_goal": np.stack([ep, t + 1, np.zeros(n_envs)], 1).astype(F32),
+            "desired_goal": np.full((n_envs, 3), -1.0, F32),
+        }
+        for b in (local, sharded):
+            b.add(cur, np.zeros((n_envs, 1), F32), np.zeros(n_envs, F32), np.zeros(n_envs, bool), done, nxt)
+        t = t + 1
+        for e in np.flatnonzero(done):
+            lengths[int(ep[e])] = int(t[e])
+            ep[e] = next_ep
+            next_ep += 1
+            t[e] = 0
+        fresh = {
+            "observation": rng.normal(size=(n_envs, 2)).astype(F32),
+            "achieved_goal": np.stack([ep, t, np.zeros(n_envs)], 1).astype(F32),
+            "desired_goal": np.full((n_envs, 3), -1.0, F32),
+        }
+        cur = {key: np.where(done[:, None], fresh[key], nxt[key]) for key in nxt}
+    for e in range(n_envs):  # running episodes: goals come from their stored part
+        lengths[int(ep[e])] = int(t[e])
+    assert len(sharded) == len(local) == 600
+
+    def relabel_stats(buf):
+        offsets, relabeled, n = [], 0, 0
+        for _ in range(20):
+            b = buf.sample(512)
+            ag, g = b.obs["achieved_goal"], b.obs["desired_goal"]
+            assert (b.obs_next["desired_goal"] == g).all()
+            rel = g[:, 0] >= 0
+            # a relabeled goal comes from the same episode, from a later step t' + 1 in [t + 1, e]
+            assert (g[rel, 0] == ag[rel, 0]).all()
+            step, goal_step = ag[rel, 1], g[rel, 1]
+            assert (goal_step >= step + 1).all()
+            assert all(gs <= lengths[int(e)] for e, gs in zip(g[rel, 0], goal_step, strict=True))
+            offsets.append((goal_step - step) / np.array([lengths[int(e)] for e in g[rel, 0]]))
+            relabeled += int(rel.sum())
+            n += len(rel)
+        return relabeled / n, np.concatenate(offsets)
+
+    frac_local, off_local = relabel_stats(local)
+    frac_sharded, off_sharded = relabel_stats(sharded)
+    assert abs(frac_sharded - k / (k + 1)) < 0.02
+    assert abs(frac_sharded - frac_local) < 0.03
+    # same distribution of relabel offsets (relative to episode length) as the local buffer
+    assert abs(off_sharded.mean() - off_local.mean()) < 0.03
+    sharded.close()
+
+
+def test_per_frequencies_and_weights(ray_session):
+    n_envs, alpha, beta = 2, 0.7, 0.5
+    local = rlcore.PrioritizedReplayBuffer(2 * 300, num_envs=n_envs, alpha=alpha, beta=beta, seed=0)
+    sharded = ShardedReplayBuffer(
+        functools.partial(rlcore.PrioritizedReplayBuffer, 300, alpha=alpha, beta=beta),
+        num_shards=2,
+        num_envs=n_envs,
+        chunk_rows=16,
+        seed=4,
+    )
+    _fill([local, sharded], n_envs, 60, seed=5)
+    assert len(sharded) == len(local) == 120
+
+    # one priority per transition (keyed by obs id), set in both buffers
+    rng = np.random.default_rng(6)
+    prio: dict[int, float] = {}
+    b = local.sample(4000)
+    for i in np.unique(b.obs[:, 0]):
+        prio[int(i)] = float(rng.uniform(0.05, 3.0))
+    assert len(prio) == 120
+    ids_l = local.sample(4000)
+    local.update_priorities(ids_l.indices, [prio[int(i)] for i in ids_l.obs[:, 0]])
+    seen: dict[int, int] = {}
+    while len(seen) < 120:
+        s = sharded.sample(512)
+        for i, gi in zip(s.obs[:, 0], s.indices, strict=True):
+            seen[int(i)] = int(gi)
+    gidx = np.array(list(seen.values()))
+    sharded.update_priorities(gidx, [prio[i] for i in seen], wait=True)
+
+    p = {i: (v + 1e-6) ** alpha for i, v in prio.items()}
+    total, pmin = sum(p.values()), min(p.values())
+    counts: dict[int, int] = {}
+    for _ in range(40):
+        s = sharded.sample(500)
+        for i, w in zip(s.obs[:, 0], s.weights, strict=True):
+            i = int(i)
+            counts[i] = counts.get(i, 0) + 1
+            # the weight is the one-buffer weight (p_i / min_j p_j)^-beta
+            assert w == pytest.approx((p[i] / pmin) ** -beta, rel=1e-5)
+    ids = sorted(p)
+    c = np.array([counts.get(i, 0) for i in ids], float)
+    assert _chi2_ok(c, np.array([p[i] / total for i in ids]))
+    # and the local buffer gives the same weights
+    lb = local.sample(500)
+    for i, w in zip(lb.obs[:, 0], lb.weights, strict=True):
+        assert w == pytest.approx((p[int(i)] / pmin) ** -beta, rel=1e-5)
+    # beta reaches every shard
+    sharded.beta = 1.0
+    s = sharded.sample(100)
+    assert s.weights == pytest.approx([(p[int(i)] / pmin) ** -1.0 for i in s.obs[:, 0]], rel=1e-5)
+    # state round trip keeps priorities
+    state = sharded.state_dict()
+    sharded.update_priorities(gidx, np.ones(len(gidx)), wait=True)
+    sharded.load_state_dict(state)
+    s = sharded.sample(100)
+    assert s.weights == pytest.approx([(p[int(i)] / pmin) ** -1.0 for i in s.obs[:, 0]], rel=1e-5)
+    sharded.close()
+
+
+# -- collectors ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Stats:
+    loss: float
+
+
+class _RandomAlgo:
+    """A stand-in algorithm: random actions, a no-op update (the test is about the plumbing)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.device = torch.device("cpu")
+        self.priorities = None
+        self.net = torch.nn.Linear(3, 1)
+        self.rng = np.random.default_rng(0)
+
+    def act(self, obs, *, deterministic=False):
+        return self.rng.uniform(-2, 2, size=(len(obs), 1)).astype(F32)
+
+    def update(self, batch):
+        assert batch.obs.shape[0] == 64
+        return _Stats(loss=float(batch.rew.mean()))
+
+    def state_dict(self):
+        return {}
+
+
+def _make_envs(n):
+    import gymnasium as gym
+
+    return gym.make_vec("Pendulum-v1", num_envs=n, vectorization_mode="sync")
+
+
+def test_killed_collector_restarts_and_keeps_rows(ray_session):
+    from rlcore.trainer import OffPolicyTrainerConfig
+
+    buf = ShardedReplayBuffer(
+        functools.partial(rlcore.ReplayBuffer, 20_000), num_shards=2, num_envs=2, seed=0
+    )
+    trainer = DistributedTrainer(
+        _RandomAlgo(),
+        buf,
+        functools.partial(_make_envs, 1),
+        _RandomAlgo,
+        config=OffPolicyTrainerConfig(
+            max_env_steps=3_000, batch_size=64, utd_ratio=0.1, warmup_env_steps=200, seed=0
+        ),
+        dist=DistributedConfig(num_collectors=2, collect_env_steps=400, weight_sync_every=10, chunk_rows=100),
+    )
+    victim = trainer.collectors[0]
+    pid = ray.get(victim.pid.remote())
+    killed_at = None
+    for stats in trainer:
+        if killed_at is None and stats.env_steps >= 1_000:
+            stored_before = len(buf)
+            killed_at = stats.env_steps
+            ray.kill(victim, no_restart=False)
+        if killed_at is not None:
+            assert len(buf) >= stored_before  # nothing stored is lost
+    assert killed_at is not None
+    assert trainer.env_steps == 3_000  # the run went on to the end
+    assert trainer.collector_failures + trainer.collector_restarts >= 1
+    assert ray.get(victim.pid.remote()) != pid  # a new process serves the same handle
+    assert len(buf) >= trainer.env_steps  # every completed collect call is stored
+    assert trainer.grad_steps > 0
+    trainer.close()
+    buf.close()
+
+
+def test_shutdown_leaves_no_process(ray_session):
+    buf = ShardedReplayBuffer(functools.partial(rlcore.ReplayBuffer, 100), num_shards=2, num_envs=1)
+    assert len(buf) == 0
+    before = _descendants(os.getpid())
+    assert before  # Ray's own processes (gcs, raylet, workers) are children of this driver
+    ray.shutdown()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(p) for p in before):
+        time.sleep(0.2)
+    assert not [p for p in before if _alive(p)]
