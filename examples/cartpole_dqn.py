@@ -32,6 +32,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50_000, help="training env steps")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=2.3e-3, help="Adam learning rate")
     parser.add_argument("--dueling", action="store_true", help="dueling Q head")
     parser.add_argument("--n-step", type=int, default=1, help="n of the n-step return")
     parser.add_argument("--prioritized", action="store_true", help="prioritized replay")
@@ -62,7 +63,7 @@ def main() -> None:
         act_space,
         DQNConfig(
             hidden=(256, 256),
-            lr=2.3e-3,
+            lr=args.lr,
             double_q=True,
             dueling=args.dueling,
             loss="huber",
