@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import sys
@@ -196,6 +197,22 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     train.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    train.add_argument(
+        "--distributed",
+        action="store_true",
+        help="collectors and replay shards as Ray actors (off-policy algorithms; pip install rlcore[ray])",
+    )
+    train.add_argument(
+        "--num-collectors", type=int, default=2, help="with --distributed: collector actors (default 2)"
+    )
+    train.add_argument(
+        "--num-shards", type=int, default=2, help="with --distributed: replay shards (default 2)"
+    )
+    train.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --distributed: join this Ray cluster (default: local, 127.0.0.1)",
+    )
     plot = sub.add_parser(
         "plot",
         help="draw learning curves of a run",
@@ -243,6 +260,8 @@ def _train(args: argparse.Namespace) -> int:
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
 
+    if args.algo in ("vpg", "a2c", "ppo") and args.distributed:
+        raise UsageError(f"--distributed supports dqn, ddpg, td3 and sac, not {args.algo}")
     if args.algo in ("vpg", "a2c", "ppo"):
         from rlcore.cli_onpolicy import train_on_policy
 
@@ -329,7 +348,23 @@ def _train(args: argparse.Namespace) -> int:
         seed=args.seed,
         **trainer_kw,
     )
-    trainer = OffPolicyTrainer(algorithm, buffer, envs, config=trainer_config, eval_envs=eval_envs)
+    trainer: Any
+    if args.distributed:
+        from rlcore.distributed import trainer_from_cli
+
+        make_policy = functools.partial(algo_cls.from_spaces, obs_space, act_space, algo_config, device="cpu")
+        trainer = trainer_from_cli(
+            args,
+            algorithm,
+            buffer,
+            functools.partial(_make_envs, args.env, num_envs),
+            make_policy,
+            config=trainer_config,
+            eval_envs=eval_envs,
+            envs_per_collector=num_envs,
+        )
+    else:
+        trainer = OffPolicyTrainer(algorithm, buffer, envs, config=trainer_config, eval_envs=eval_envs)
 
     tag = (
         f"{args.env}-{args.algo}{'-her' if args.her else ''}{'-per' if args.prioritized else ''}-s{args.seed}"

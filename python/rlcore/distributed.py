@@ -42,11 +42,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import math
 import pickle
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +70,8 @@ __all__ = [
     "WeightStore",
     "init_ray",
     "policy_weights",
+    "shard_factory_like",
+    "trainer_from_cli",
 ]
 
 BufferFactory = Callable[..., Any]
@@ -956,7 +960,9 @@ class CollectorWorker:
 
         torch.set_num_threads(1)
         ray = _ray()
-        self.restarts = 1 if ray.get_runtime_context().was_current_actor_reconstructed else 0
+        with warnings.catch_warnings():  # Ray 2.60 warns about its own use of a deprecated API here
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarts = 1 if ray.get_runtime_context().was_current_actor_reconstructed else 0
         self.envs = make_envs()
         self.algorithm = make_policy()
         self.writer = writer
@@ -1283,3 +1289,110 @@ class DistributedTrainer:
         ray.kill(self.weights)
         self.collectors = []
         self._inflight.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# command line (``rlcore train ... --distributed``)
+
+
+def _her_shard_buffer(
+    env_id: str | None, capacity: int, cfg: Mapping[str, Any], *, num_envs: int, seed: int | None
+) -> Any:
+    """A HER shard; a Python ``compute_reward`` is rebuilt from ``env_id`` inside the shard (env
+    methods such as MuJoCo's do not pickle)."""
+    import rlcore
+
+    compute_reward = None
+    if cfg["distance_threshold"] is None:
+        import gymnasium as gym
+
+        if env_id is not None and env_id not in gym.registry:
+            import gymnasium_robotics
+
+            gym.register_envs(gymnasium_robotics)
+        compute_reward = gym.make(env_id).unwrapped.compute_reward
+    per = {k: cfg[k] for k in ("alpha", "beta", "eps")} if cfg.get("prioritized") else {}
+    return rlcore.HERReplayBuffer(
+        capacity,
+        num_envs=num_envs,
+        seed=seed,
+        strategy=cfg["strategy"],
+        future_k=cfg["future_k"],
+        compute_reward=compute_reward,
+        distance_threshold=cfg["distance_threshold"],
+        goal_keys=tuple(cfg["goal_keys"]),
+        prioritized=bool(cfg.get("prioritized")),
+        **per,
+    )
+
+
+def shard_factory_like(
+    buffer: Any, *, num_shards: int, num_envs: int, env_id: str | None = None
+) -> BufferFactory:
+    """A picklable ``make_buffer`` for shards of the same kind and parameters as the local
+    ``buffer``, together holding its capacity plus 1,000 rows per env stream (terminal rows and
+    uneven episode routing), split over ``num_shards``.
+
+    Raises:
+        ApiUsageError: a HER buffer with a Python ``compute_reward`` and no ``env_id`` to rebuild
+            it from.
+    """
+    import rlcore
+
+    cfg = buffer._config()
+    capacity = -(-(cfg["capacity"] + 1_000 * num_envs) // num_shards)
+    capacity = -(-capacity // num_envs) * num_envs
+    if cfg["kind"] == "her":
+        if cfg["distance_threshold"] is None and env_id is None:
+            raise ApiUsageError(
+                "a HER buffer with a Python compute_reward needs env_id to rebuild it in the shards"
+            )
+        return functools.partial(_her_shard_buffer, env_id, capacity, cfg)
+    if cfg["kind"] == "prioritized":
+        return functools.partial(
+            rlcore.PrioritizedReplayBuffer, capacity, alpha=cfg["alpha"], beta=cfg["beta"], eps=cfg["eps"]
+        )
+    return functools.partial(rlcore.ReplayBuffer, capacity)
+
+
+def trainer_from_cli(
+    args: Any,
+    algorithm: Any,
+    buffer: Any,
+    make_envs: Callable[[], Any],
+    make_policy: Callable[[], Any],
+    *,
+    config: Any,
+    eval_envs: Any,
+    envs_per_collector: int,
+) -> DistributedTrainer:
+    """The :class:`DistributedTrainer` of ``rlcore train ... --distributed`` (``args``: the parsed
+    ``--num-collectors``, ``--num-shards``, ``--ray-address``, ``--env``, ``--seed``), with shards
+    like the local ``buffer`` and evaluation about as often in env steps as the local run.
+
+    Raises:
+        rlcore.cli.UsageError: bad counts, or Ray is not installed.
+    """
+    from rlcore.cli import UsageError
+
+    k, s = args.num_collectors, args.num_shards
+    if k < 1 or s < 1:
+        raise UsageError(f"--num-collectors and --num-shards must be >= 1, got {k} and {s}")
+    try:
+        init_ray(args.ray_address)
+    except ImportError as e:
+        raise UsageError(str(e)) from e
+    streams = k * envs_per_collector
+    sharded = ShardedReplayBuffer(
+        shard_factory_like(buffer, num_shards=s, num_envs=streams, env_id=args.env),
+        num_shards=s,
+        num_envs=streams,
+        seed=args.seed,
+    )
+    dist = DistributedConfig(num_collectors=k)
+    if config.eval_every is not None:
+        eval_env_steps = config.eval_every * config.collect_env_steps
+        config = dataclasses.replace(config, eval_every=max(1, eval_env_steps // dist.collect_env_steps))
+    return DistributedTrainer(
+        algorithm, sharded, make_envs, make_policy, config=config, dist=dist, eval_envs=eval_envs
+    )
