@@ -544,3 +544,25 @@ def test_sac_her_fetchreach_short_run(tmp_path):
     model.load_replay_buffer(tmp_path / "her.pkl")
     assert isinstance(model.replay_buffer, compat.HerReplayBuffer) and model.replay_buffer.env is env
     model.learn(100, reset_num_timesteps=False)
+
+
+def test_rlcore_imports_without_the_peers():
+    """``import rlcore`` and ``rlcore.compat`` never import a peer; the compat modules name the extra."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['stable_baselines3'] = None; sys.modules['tianshou'] = None\n"
+        "import rlcore, rlcore.compat\n"
+        "for mod in ('sb3', 'tianshou'):\n"
+        "    try:\n"
+        "        __import__('rlcore.compat.' + mod)\n"
+        "    except ImportError as e:\n"
+        "        assert \"pip install 'rlcore[compat]'\" in str(e), e\n"
+        "    else:\n"
+        "        raise AssertionError(mod)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr

@@ -2,7 +2,7 @@
 
 - :mod:`rlcore.compat.sb3`: ``ReplayBuffer``, ``DictReplayBuffer``, ``NStepReplayBuffer`` and
   ``HerReplayBuffer`` for Stable-Baselines3 2.9 (``replay_buffer_class=...``).
-- :mod:`rlcore.compat.tianshou`: ``ReplayBuffer``, ``VectorReplayBuffer``,
+- :mod:`rlcore.compat.tianshou`: ``ReplayBuffer``, ``VectorReplayBuffer``, ``HERReplayBuffer``, ``HERVectorReplayBuffer``,
   ``PrioritizedReplayBuffer`` and ``PrioritizedVectorReplayBuffer`` for Tianshou 2.0.
 
 The peers are optional (``pip install 'rlcore[compat]'``): this package imports neither, and each
