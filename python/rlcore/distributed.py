@@ -485,7 +485,10 @@ def _concat(parts: list[Any], out: Any = None) -> Any:
         return {k: _concat([p[k] for p in parts], None if out is None else out[k]) for k in parts[0]}
     if out is not None:
         return np.concatenate(parts, out=out)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if len(parts) == 1:
+        # arrays that Ray deserialised without a copy are read-only; torch wants writable ones
+        return parts[0] if parts[0].flags.writeable else parts[0].copy()
+    return np.concatenate(parts)
 
 
 class PendingSample:
@@ -685,7 +688,8 @@ class ShardedReplayBuffer:
         mass_S = stats[:, 1]
         if mass_S.sum() <= 0:
             raise EmptyBufferError("the sharded buffer holds no transition yet; add some before sampling")
-        counts = self._rng.multinomial(batch_size, mass_S / mass_S.sum())
+        with self._lock:
+            counts = self._rng.multinomial(batch_size, mass_S / mass_S.sum())
         refs = [
             s.sample.remote(int(b), n_step, float(gamma)) for s, b in zip(self.shards, counts, strict=True)
         ]
@@ -1095,6 +1099,7 @@ class DistributedTrainer:
         self.collector_restarts = 0
         self.collector_failures = 0
         self._failures_K = [0] * dist.num_collectors
+        self._retry_at: dict[int, float] = {}
         self._submitted = 0
         self._grad_credit = 0.0
         self._evaluations = 0
@@ -1159,26 +1164,41 @@ class DistributedTrainer:
         from rlcore.stats import EpisodeStats, EpochStats, TimeStats, mean_stats
 
         ray, c = self._ray, self.config
-        if self.done and not self._inflight:
+        if self.done and not self._inflight and not self._retry_at:
             raise StopIteration
         start = time.perf_counter()
         if self.iteration == 0:
             for k in range(len(self.collectors)):
                 self._submit(k)
-        if not self._inflight:
+        now = time.monotonic()
+        for k, at in list(self._retry_at.items()):
+            if at <= now:
+                del self._retry_at[k]
+                self._submit(k)
+        if not self._inflight and not self._retry_at:
             raise StopIteration
-        ready, _ = ray.wait(list(self._inflight), num_returns=1)
-        more, _ = ray.wait(
-            [r for r in self._inflight if r not in ready], num_returns=len(self._inflight) - 1, timeout=0
-        )
+        # wait for a collect call, but not past the next retry of a restarting collector
+        timeout = max(0.0, min(self._retry_at.values()) - now) if self._retry_at else None
+        ready: list[Any] = []
+        if self._inflight:
+            ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=timeout)
+            rest = [r for r in self._inflight if r not in ready]
+            ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0] if rest else []
+        elif timeout:
+            time.sleep(timeout)
         returns: list[float] = []
         lengths: list[int] = []
         successes: list[float] = []
         collected = 0
-        for ref in ready + more:
+        for ref in ready:
             k, n = self._inflight.pop(ref)
             try:
                 stats, _, restarted = ray.get(ref)
+            except ray.exceptions.ActorUnavailableError:
+                # restarting (or unreachable for a moment): ask again shortly; not another death
+                self._submitted -= n
+                self._retry_at[k] = time.monotonic() + 0.5
+                continue
             except ray.exceptions.RayActorError:
                 # The actor died mid-call: Ray restarts it; this call's steps are lost and owed again.
                 self._submitted -= n
