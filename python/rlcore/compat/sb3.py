@@ -96,7 +96,7 @@ def _seed_from_numpy() -> int:
 
 def _obs_specs(space: spaces.Space) -> list[tuple[str, str, tuple[int, ...]]]:
     """Core obs columns (name, dtype, shape) with SB3's shapes (``get_obs_shape``)."""
-    shapes = get_obs_shape(space)
+    shapes: Any = get_obs_shape(space)
     if isinstance(space, spaces.Dict):
         return [(f"obs.{k}", np.dtype(space[k].dtype).name, tuple(shapes[k])) for k in space.spaces]
     return [("obs", np.dtype(space.dtype).name, tuple(shapes))]
@@ -114,8 +114,8 @@ class _CoreStorage:
     pos: int
     full: bool
     device: th.device
-    observation_space: spaces.Space
-    action_space: spaces.Space
+    observation_space: Any
+    action_space: Any
     action_dim: int
     handle_timeout_termination: bool
 
@@ -137,9 +137,8 @@ class _CoreStorage:
                 "rlcore stores every observation once; pass optimize_memory_usage=False"
             )
         # SB3's BaseBuffer attributes only; ReplayBuffer.__init__ would allocate SB3's arrays
-        _sb3_buffers.BaseBuffer.__init__(
-            self, buffer_size, observation_space, action_space, device, n_envs=n_envs
-        )  # type: ignore[arg-type]
+        base_init = _sb3_buffers.BaseBuffer.__init__
+        base_init(self, buffer_size, observation_space, action_space, device, n_envs=n_envs)  # type: ignore[arg-type]
         self.buffer_size = max(buffer_size // n_envs, 1)
         self.optimize_memory_usage = False
         self.handle_timeout_termination = handle_timeout_termination
@@ -536,7 +535,7 @@ class HerReplayBuffer(_CoreStorage, _sb3_her.HerReplayBuffer):
             raise ApiUsageError(
                 "HerReplayBuffer has no env to compute rewards with (it is dropped when pickled): call set_env(env)"
             )
-        infos = [{} for _ in range(len(achieved_goal))]
+        infos: list[dict[str, Any]] = [{} for _ in range(len(achieved_goal))]
         rewards = self.env.env_method("compute_reward", achieved_goal, desired_goal, infos, indices=[0])
         return np.asarray(rewards[0], dtype=np.float32)
 

@@ -219,7 +219,9 @@ class _CoreStorage:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def add(self, batch: Any, buffer_ids: np.ndarray | list[int] | None = None) -> tuple[np.ndarray, ...]:
+    def add(
+        self, batch: Any, buffer_ids: np.ndarray | list[int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Add R steps, one per env in ``buffer_ids`` (default: every env; a non-vector buffer
         also takes a single unstacked step without ``buffer_ids``).
 
@@ -423,10 +425,10 @@ class _CoreStorage:
         w = np.zeros_like(prio)
         pos = prio > 0
         if self._weight_norm:
-            w[pos] = prio[pos] ** -self._core.beta
+            w[pos] = prio[pos] ** -float(self._core.beta or 0.0)
             return w / w.max() if w.max() > 0 else w
         stored = self._core.priorities(self._all_indices())
-        w[pos] = (prio[pos] / stored[stored > 0].min()) ** -self._core.beta
+        w[pos] = (prio[pos] / stored[stored > 0].min()) ** -float(self._core.beta or 0.0)
         return w
 
     def hasnull(self) -> bool:
@@ -498,7 +500,7 @@ class _CoreStorage:
 _SCALARS = ("_size_per_env", "_seed", "_alpha", "_beta", "_weight_norm")
 
 
-class ReplayBuffer(_CoreStorage, _ts.ReplayBuffer):
+class ReplayBuffer(_CoreStorage, _ts.ReplayBuffer):  # type: ignore[misc,override]  # last_index is derived
     """Tianshou's ``ReplayBuffer`` (one env) backed by the rlcore core (see the module docstring).
 
     Args:
@@ -535,7 +537,7 @@ class ReplayBuffer(_CoreStorage, _ts.ReplayBuffer):
         )
 
 
-class VectorReplayBuffer(_CoreStorage, _ts.VectorReplayBuffer):
+class VectorReplayBuffer(_CoreStorage, _ts.VectorReplayBuffer):  # type: ignore[misc,override]  # last_index is derived
     """Tianshou's ``VectorReplayBuffer`` backed by the rlcore core: ``buffer_num`` envs, each
     with ``ceil(total_size / buffer_num)`` transitions (plus ``extra_rows``) of its own.
 
@@ -576,7 +578,7 @@ class _PrioritizedMixin:
     """Prioritized replay (Schaul et al. 2016): ``update_weight``, ``set_beta``, ``get_weight``."""
 
     _prioritized = True
-    _core: _CorePER
+    _core: Any
 
     def update_weight(self, index: np.ndarray, new_weight: Any) -> None:
         """Set the priorities of rows ``index`` to ``(|new_weight| + eps)^alpha``
@@ -593,7 +595,7 @@ class _PrioritizedMixin:
         return self._weights_at(np.atleast_1d(np.asarray(index)))  # type: ignore[attr-defined]
 
 
-class PrioritizedReplayBuffer(_PrioritizedMixin, _CoreStorage, _ts.PrioritizedReplayBuffer):
+class PrioritizedReplayBuffer(_PrioritizedMixin, _CoreStorage, _ts.PrioritizedReplayBuffer):  # type: ignore[misc,override]  # last_index is derived
     """Tianshou's ``PrioritizedReplayBuffer`` backed by the core's sum tree; ``sample`` adds
     ``weight`` [B] float32 to the batch.
 
@@ -638,7 +640,7 @@ class PrioritizedReplayBuffer(_PrioritizedMixin, _CoreStorage, _ts.PrioritizedRe
         )
 
 
-class PrioritizedVectorReplayBuffer(_PrioritizedMixin, _CoreStorage, _ts.PrioritizedVectorReplayBuffer):
+class PrioritizedVectorReplayBuffer(_PrioritizedMixin, _CoreStorage, _ts.PrioritizedVectorReplayBuffer):  # type: ignore[misc,override]  # last_index is derived
     """Tianshou's ``PrioritizedVectorReplayBuffer`` backed by one core sum tree over all envs
     (arguments as :class:`PrioritizedReplayBuffer` and :class:`VectorReplayBuffer`)."""
 
@@ -693,6 +695,11 @@ class _HERMixin:
     compute_reward_fn: Any
     horizon: int
     future_p: float
+    _rng: np.random.Generator
+    _rew: np.ndarray
+    _ovl_pos: np.ndarray
+    _ovl_rows: np.ndarray
+    _ovl_goal: Any
 
     def _init_her(self, compute_reward_fn: Any, horizon: int, future_k: float, random_seed: int) -> None:
         d = self.__dict__
@@ -717,7 +724,9 @@ class _HERMixin:
         """float32 [maxsize]: the rewards, relabeled where the last sample rewrote them."""
         return self._rew
 
-    def add(self, batch: Any, buffer_ids: Any = None) -> tuple[np.ndarray, ...]:
+    def add(
+        self, batch: Any, buffer_ids: Any = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         self._restore_cache()
         out = super().add(batch, buffer_ids)  # type: ignore[misc]
         self._rew[out[0]] = self._core.rew[out[0]]
@@ -809,7 +818,8 @@ class _HERMixin:
 
     def __getstate__(self) -> dict[str, Any]:
         self._restore_cache()
-        return super().__getstate__()  # type: ignore[misc]
+        state: dict[str, Any] = super().__getstate__()  # type: ignore[misc,assignment]
+        return state
 
     def save_hdf5(self, path: str, compression: str | None = None) -> None:
         raise NotImplementedError("HER buffers hold a Python compute_reward_fn: save them with pickle")
@@ -819,7 +829,7 @@ class _HERMixin:
         raise NotImplementedError("HER buffers hold a Python compute_reward_fn: load them with pickle")
 
 
-class HERReplayBuffer(_HERMixin, _CoreStorage, _ts.HERReplayBuffer):
+class HERReplayBuffer(_HERMixin, _CoreStorage, _ts.HERReplayBuffer):  # type: ignore[misc,override]  # last_index is derived
     """Tianshou's ``HERReplayBuffer`` (one env) over the core (see :class:`_HERMixin`).
 
     Args:
@@ -860,7 +870,7 @@ class HERReplayBuffer(_HERMixin, _CoreStorage, _ts.HERReplayBuffer):
         self._init_her(compute_reward_fn, horizon, future_k, random_seed)
 
 
-class HERVectorReplayBuffer(_HERMixin, _CoreStorage, _ts.HERVectorReplayBuffer):
+class HERVectorReplayBuffer(_HERMixin, _CoreStorage, _ts.HERVectorReplayBuffer):  # type: ignore[misc,override]  # last_index is derived
     """Tianshou's ``HERVectorReplayBuffer`` over the core: ``buffer_num`` envs with
     ``ceil(total_size / buffer_num)`` transitions each (arguments as :class:`HERReplayBuffer`)."""
 
