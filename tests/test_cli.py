@@ -45,7 +45,7 @@ def test_bad_arguments_give_one_line_errors(
 @pytest.mark.parametrize(
     "argv",
     [
-        ["train", "--algo", "ppo", "--env", "Pendulum-v1"],
+        ["train", "--algo", "reinforce++", "--env", "Pendulum-v1"],
         ["train", "--env", "Pendulum-v1"],
         ["train", "--algo", "sac", "--env", "Pendulum-v1", "--steps", "many"],
         ["fly"],

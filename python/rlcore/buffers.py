@@ -90,6 +90,8 @@ class ReplayBuffer(RawBuffer):
     """
 
     _kind: ClassVar[str] = "replay"
+    # no per-instance __dict__: attribute lookups on the hot methods skip the instance dict
+    __slots__ = ("__weakref__",)
 
     def __new__(cls, capacity: int, *, num_envs: int = 1, seed: int | None = None) -> ReplayBuffer:
         return super().__new__(cls, capacity, num_envs=num_envs, seed=seed)
@@ -482,6 +484,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     """
 
     _kind: ClassVar[str] = "prioritized"
+    __slots__ = ()
 
     def __new__(
         cls,
@@ -562,7 +565,7 @@ class HERReplayBuffer(ReplayBuffer):
     """
 
     _kind: ClassVar[str] = "her"
-    _compute_reward: Callable[..., Any] | None
+    __slots__ = ("_compute_reward", "_goal_keys")
 
     def __new__(
         cls,

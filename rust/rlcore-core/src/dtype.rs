@@ -189,7 +189,7 @@ fn write(dt: DType, v: Value, out: &mut [u8]) {
 /// Both slices must hold the same number of elements.
 pub fn cast_into(src: &[u8], src_dt: DType, dst: &mut [u8], dst_dt: DType) {
     if src_dt == dst_dt || (src_dt.size() == 1 && dst_dt.size() == 1 && src_dt != DType::I8) {
-        dst.copy_from_slice(src);
+        crate::storage::copy_row(dst, src);
         return;
     }
     let (ss, ds) = (src_dt.size(), dst_dt.size());

@@ -165,11 +165,17 @@ impl ReplayCore {
     /// Hint the CPU to fetch the records of rows p and p + 1 (at most four cache lines).
     #[inline]
     fn prefetch(&self, p: usize) {
+        self.prefetch_rows(p, 2, 256);
+    }
+
+    /// Hint the CPU to fetch the records of rows p .. p + rows (at most `cap` bytes).
+    #[inline]
+    fn prefetch_rows(&self, p: usize, rows: usize, cap: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             let bytes = self.bytes();
             let start = p * self.rec;
-            let stop = ((p + 2) * self.rec).min(bytes.len()).min(start + 256);
+            let stop = ((p + rows) * self.rec).min(bytes.len()).min(start + cap);
             let mut o = start;
             while o < stop {
                 // SAFETY: prefetch is a hint and never faults; the address is inside `bytes`.
@@ -183,7 +189,7 @@ impl ReplayCore {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = p;
+        let _ = (p, rows, cap);
     }
 
     /// A uniformly drawn alive row (not necessarily a transition).
@@ -239,11 +245,22 @@ impl ReplayCore {
         let Some(per) = self.per.as_ref() else { return };
         let total = per.tree.total();
         let seg_mass = total / b as f64;
+        let mut us = std::mem::take(&mut self.scratch_f64);
+        let mut rows = std::mem::take(&mut self.scratch_rows);
+        us.clear();
+        rows.clear();
         for i in 0..b {
-            let u = ((i as f64 + self.rng.uniform()) * seg_mass).min(total);
-            let p = per.tree.find(u);
-            self.plan[i].p = p;
+            us.push(((i as f64 + self.rng.uniform()) * seg_mass).min(total));
         }
+        rows.resize(b, 0);
+        if let Some(per) = self.per.as_ref() {
+            per.tree.find_batch(&mut us, &mut rows);
+        }
+        for (pl, &p) in self.plan.iter_mut().zip(rows.iter()) {
+            pl.p = p;
+        }
+        self.scratch_f64 = us;
+        self.scratch_rows = rows;
     }
 
     /// Fill each plan's window from its row p: m = min(n, first k >= 1 whose row t + k is not a
@@ -252,7 +269,14 @@ impl ReplayCore {
     /// episode. So the window stops exactly at the episode end or the newest stored step,
     /// reading only adjacent records. HER also needs the episode bounds.
     fn plan_windows(&mut self, b: usize, n_step: usize, need_bounds: bool) -> Result<()> {
+        let span = n_step + 1;
+        for i in 0..b.min(PREFETCH_AHEAD) {
+            self.prefetch_rows(self.plan[i].p, span, 512);
+        }
         for i in 0..b {
+            if i + PREFETCH_AHEAD < b {
+                self.prefetch_rows(self.plan[i + PREFETCH_AHEAD].p, span, 512);
+            }
             let p = self.plan[i].p;
             let mut last = p;
             let mut q = self.next_row(p);
@@ -409,6 +433,9 @@ impl ReplayCore {
         for (i, pl) in plan.iter().enumerate() {
             if let Some(ahead) = plan.get(i + PREFETCH_AHEAD) {
                 self.prefetch(ahead.p);
+                if ahead.m > 1 {
+                    self.prefetch(ahead.q);
+                }
             }
             for (k, c) in self.obs_cols.iter().enumerate() {
                 let ib = c.item_bytes;

@@ -189,6 +189,8 @@ pub struct ReplayCore {
     pub(crate) her_cols: Option<(usize, usize)>,
     pub(crate) obs_is_dict: bool,
     pub(crate) scratch: Vec<u8>,
+    pub(crate) scratch_f64: Vec<f64>,
+    pub(crate) scratch_rows: Vec<usize>,
     pub(crate) plan: Vec<crate::sampling::Plan>,
 }
 
@@ -227,6 +229,8 @@ impl ReplayCore {
             her_cols: None,
             obs_is_dict: false,
             scratch: Vec::new(),
+            scratch_f64: Vec::new(),
+            scratch_rows: Vec::new(),
             plan: Vec::new(),
         })
     }
@@ -583,7 +587,7 @@ impl ReplayCore {
             }
         }
         for (what, a) in [("terminated", &s.terminated), ("truncated", &s.truncated)] {
-            if a.shape != s.rew.shape {
+            if !same_dims(a.shape, s.rew.shape) {
                 return Err(CoreError::shape(format!(
                     "{what}: expected shape {:?} like rew, got {:?}",
                     s.rew.shape, a.shape
@@ -608,7 +612,7 @@ impl ReplayCore {
             }
         }
         if let Some(m) = &s.mask {
-            if m.shape != s.rew.shape {
+            if !same_dims(m.shape, s.rew.shape) {
                 return Err(CoreError::shape(format!(
                     "mask: expected shape {:?} like rew, got {:?}",
                     s.rew.shape, m.shape
@@ -624,7 +628,7 @@ impl ReplayCore {
         let check = |what: &str, a: &Array<'_>, col: &Column| -> Result<()> {
             let ok = a.ndim() == col.spec.shape.len() + lead
                 && (lead == 0 || a.shape[0] == n)
-                && a.shape[lead..] == col.spec.shape[..];
+                && same_dims(&a.shape[lead..], &col.spec.shape);
             if !ok {
                 let mut want: Vec<usize> = if lead == 1 { vec![n] } else { vec![] };
                 want.extend_from_slice(&col.spec.shape);
@@ -640,7 +644,7 @@ impl ReplayCore {
                 return Err(self.obs_keys_error(what, given));
             }
             for (col, (name, a)) in self.obs_cols.iter().zip(given.iter()) {
-                if col.spec.name != *name {
+                if !same_bytes(col.spec.name.as_bytes(), name.as_bytes()) {
                     return Err(self.obs_keys_error(what, given));
                 }
                 check(&display(what, name), a, col)?;
@@ -822,13 +826,13 @@ impl ReplayCore {
             let o = p * rec + col.offset;
             let stored = &data[o..o + col.item_bytes];
             if a.dtype == col.spec.dtype {
-                if src != stored {
+                if !same_bytes(src, stored) {
                     return false;
                 }
             } else {
                 let tmp = &mut self.scratch[..col.item_bytes];
                 cast_into(src, a.dtype, tmp, col.spec.dtype);
-                if tmp != stored {
+                if !same_bytes(tmp, stored) {
                     return false;
                 }
             }
@@ -973,6 +977,33 @@ impl FastDiv {
         }
         ((n as u128 * self.m as u128) >> 64) as u64
     }
+}
+
+/// Byte equality without a call into libc's memcmp (the rows compared on every add are short).
+#[inline]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        let x = u64::from_ne_bytes([x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]]);
+        let y = u64::from_ne_bytes([y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]]);
+        if x != y {
+            return false;
+        }
+    }
+    ca.remainder()
+        .iter()
+        .zip(cb.remainder())
+        .all(|(x, y)| x == y)
+}
+
+/// Shape equality for the few dimensions of an array.
+#[inline]
+fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// Copy a short byte row without a call into libc's memmove (rows are usually < 256 bytes):

@@ -20,6 +20,7 @@ use rlcore_core::{
     compute_gae as core_gae, compute_nstep_returns as core_nstep, AddOutcome, Array, BatchOut,
     ColumnSpec, CoreError, DType, GoalStrategy, HerConfig, ReplayCore, StatePart, Steps,
 };
+use smallvec::SmallVec;
 
 // ---------------------------------------------------------------------------------------------
 // errors
@@ -132,6 +133,20 @@ impl<T> OrPy<T> for Result<T, CoreError> {
 
 static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
+static NUMPY_GENERIC: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// `numpy.generic`, the base class of NumPy scalars.
+fn numpy_generic(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    Ok(NUMPY_GENERIC
+        .get_or_try_init(py, || -> PyResult<Py<PyType>> {
+            Ok(numpy_mod(py)?
+                .getattr("generic")?
+                .cast_into::<PyType>()?
+                .unbind())
+        })?
+        .bind(py))
+}
+
 fn numpy_mod(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     Ok(NUMPY
         .get_or_try_init(py, || py.import("numpy").map(|m| m.unbind()))?
@@ -226,7 +241,34 @@ fn to_in<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<In<'py>> {
             dtype: DType::I64,
         });
     }
-    // numpy scalars, lists, tensors with __array__: let numpy convert
+    // numpy scalars (np.float32(r), np.bool_(done), np.int64(a)): read the value directly
+    if obj.is_instance(numpy_generic(py)?)? {
+        let d = obj.getattr("dtype")?;
+        let d = d.cast::<PyArrayDescr>()?;
+        if let Some(dt) = DType::from_kind(d.kind(), d.itemsize()) {
+            match dt {
+                DType::F32 => {
+                    scalar[..4].copy_from_slice(&(obj.extract::<f64>()? as f32).to_ne_bytes())
+                }
+                DType::F64 => scalar.copy_from_slice(&obj.extract::<f64>()?.to_ne_bytes()),
+                DType::Bool => scalar[0] = obj.is_truthy()? as u8,
+                DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                    let v: u64 = obj.extract()?;
+                    scalar[..dt.size()].copy_from_slice(&v.to_ne_bytes()[..dt.size()]);
+                }
+                _ => {
+                    let v: i64 = obj.extract()?;
+                    scalar[..dt.size()].copy_from_slice(&v.to_ne_bytes()[..dt.size()]);
+                }
+            }
+            return Ok(In {
+                arr: None,
+                scalar,
+                dtype: dt,
+            });
+        }
+    }
+    // lists, tensors with __array__, other scalars: let numpy convert
     let a = numpy_mod(py)?
         .call_method1("asarray", (obj,))
         .map_err(|e| {
@@ -256,11 +298,15 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-fn names_in<'py>(
-    core: &ReplayCore,
-    obj: &Bound<'py, PyAny>,
-    what: &str,
-) -> PyResult<Vec<(String, In<'py>)>> {
+/// Named inputs (observation keys or extras), inline for the usual few.
+type Named<'py> = SmallVec<[(Cow<'static, str>, In<'py>); 4]>;
+
+/// The core's view of named inputs.
+fn arrays<'a>(v: &'a Named<'_>) -> SmallVec<[(&'a str, Array<'a>); 4]> {
+    v.iter().map(|(n, i)| (n.as_ref(), i.array())).collect()
+}
+
+fn names_in<'py>(core: &ReplayCore, obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Named<'py>> {
     let py = obj.py();
     let cols = core.obs_columns();
     if let Ok(d) = obj.cast::<PyDict>() {
@@ -272,7 +318,7 @@ fn names_in<'py>(
                     format!("{what}: expected an array, got a dict"),
                 ));
             }
-            let mut v = Vec::with_capacity(cols.len());
+            let mut v = Named::new();
             for c in cols {
                 let key = &c.spec.name[4..];
                 let item = d.get_item(key)?.ok_or_else(|| {
@@ -283,7 +329,7 @@ fn names_in<'py>(
                     )
                 })?;
                 v.push((
-                    c.spec.name.clone(),
+                    Cow::Owned(c.spec.name.clone()),
                     to_in(&item, &format!("{what}['{key}']"))?,
                 ));
             }
@@ -300,13 +346,13 @@ fn names_in<'py>(
             }
             return Ok(v);
         }
-        let mut v = Vec::with_capacity(d.len());
+        let mut v = Named::new();
         for (k, item) in d.iter() {
             let key: String = k
                 .extract()
                 .map_err(|_| py_err(py, 1, format!("{what}: dict keys must be str")))?;
             v.push((
-                format!("obs.{key}"),
+                Cow::Owned(format!("obs.{key}")),
                 to_in(&item, &format!("{what}['{key}']"))?,
             ));
         }
@@ -326,20 +372,21 @@ fn names_in<'py>(
             ),
         ));
     }
-    Ok(vec![("obs".to_string(), to_in(obj, what)?)])
+    let mut v = Named::new();
+    v.push((Cow::Borrowed("obs"), to_in(obj, what)?));
+    Ok(v)
 }
 
-fn extras_in<'py>(
-    core: &ReplayCore,
-    kw: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Vec<(String, In<'py>)>> {
-    let Some(kw) = kw else { return Ok(Vec::new()) };
-    let mut v = Vec::with_capacity(kw.len());
+fn extras_in<'py>(core: &ReplayCore, kw: Option<&Bound<'py, PyDict>>) -> PyResult<Named<'py>> {
+    let Some(kw) = kw else {
+        return Ok(Named::new());
+    };
+    let mut v = Named::new();
     if core.has_schema() {
         // schema order; missing or unknown names are reported by the core
         for c in &core.step_columns()[1..] {
             if let Some(item) = kw.get_item(&c.spec.name)? {
-                v.push((c.spec.name.clone(), to_in(&item, &c.spec.name)?));
+                v.push((Cow::Owned(c.spec.name.clone()), to_in(&item, &c.spec.name)?));
             }
         }
         if v.len() == kw.len() {
@@ -350,7 +397,7 @@ fn extras_in<'py>(
     for (k, item) in kw.iter() {
         let name: String = k.extract()?;
         let i = to_in(&item, &name)?;
-        v.push((name, i));
+        v.push((Cow::Owned(name), i));
     }
     Ok(v)
 }
@@ -1432,17 +1479,52 @@ impl RawBuffer {
     ) -> PyResult<AddOutcome> {
         let mut guard = self.lock(py)?;
         let core = &mut *guard;
+        let plain = !core.obs_is_dict()
+            && extras.is_none_or(|e| e.is_empty())
+            && obs.cast::<PyDict>().is_err()
+            && obs_next.cast::<PyDict>().is_err();
+        if plain && core.has_schema() {
+            // the common case (array observations, no extras) without any intermediate vectors
+            let (o, on) = (to_in(obs, "obs")?, to_in(obs_next, "obs_next")?);
+            let (a, r) = (to_in(act, "act")?, to_in(rew, "rew")?);
+            let (te, tr) = (
+                to_in(terminated, "terminated")?,
+                to_in(truncated, "truncated")?,
+            );
+            let m = match mask {
+                Some(m) if !m.is_none() => Some(to_in(m, "mask")?),
+                _ => None,
+            };
+            let o_arr = [("obs", o.array())];
+            let on_arr = [("obs", on.array())];
+            let steps = Steps {
+                obs: &o_arr,
+                act: a.array(),
+                rew: r.array(),
+                terminated: te.array(),
+                truncated: tr.array(),
+                obs_next: &on_arr,
+                extras: &[],
+                mask: m.as_ref().map(|m| m.array()),
+            };
+            return if extend {
+                core.extend(&steps)
+            } else {
+                core.add(&steps)
+            }
+            .or_py(py);
+        }
         let o = names_in(core, obs, "obs")?;
         let mut on = names_in(core, obs_next, "obs_next")?;
         if !core.has_schema() {
             // first add of dict observations: take obs_next's keys in obs's order
-            let mut sorted = Vec::with_capacity(on.len());
+            let mut sorted = Named::new();
             for (name, _) in &o {
                 if let Some(k) = on.iter().position(|(n, _)| n == name) {
                     sorted.push(on.remove(k));
                 }
             }
-            sorted.append(&mut on);
+            sorted.extend(on.drain(..));
             on = sorted;
         }
         let a = to_in(act, "act")?;
@@ -1454,12 +1536,7 @@ impl RawBuffer {
             _ => None,
         };
         let ex = extras_in(core, extras)?;
-        let o_arr: Vec<(&str, Array<'_>)> =
-            o.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
-        let on_arr: Vec<(&str, Array<'_>)> =
-            on.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
-        let ex_arr: Vec<(&str, Array<'_>)> =
-            ex.iter().map(|(n, i)| (n.as_str(), i.array())).collect();
+        let (o_arr, on_arr, ex_arr) = (arrays(&o), arrays(&on), arrays(&ex));
         let steps = Steps {
             obs: &o_arr,
             act: a.array(),
