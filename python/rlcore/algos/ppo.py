@@ -68,6 +68,9 @@ class PPOConfig:
     """Transitions per gradient step (the last minibatch of an epoch may be smaller)."""
     clip_coef: float = 0.2
     """Clip range epsilon of the probability ratio."""
+    clip_anneal_env_steps: int | None = None
+    """Decay ``clip_coef`` linearly to 0 over this many env steps, as SB3's ``clip_range`` schedules
+    (``None``: constant)."""
     value_clip_coef: float | None = None
     """Clip range of the value change around the sampling value (``None``: unclipped value loss)."""
     ent_coef: float = 0.0
@@ -98,8 +101,12 @@ class PPOConfig:
             raise ValueError("clip_coef and value_clip_coef must be > 0")
         if self.target_kl is not None and self.target_kl <= 0:
             raise ValueError(f"target_kl must be > 0 or None, got {self.target_kl}")
-        if self.lr <= 0 or (self.lr_anneal_env_steps is not None and self.lr_anneal_env_steps < 1):
-            raise ValueError("lr must be > 0 and lr_anneal_env_steps >= 1 or None")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        for name in ("lr_anneal_env_steps", "clip_anneal_env_steps"):
+            steps = getattr(self, name)
+            if steps is not None and steps < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {steps}")
 
 
 @dataclass(frozen=True)
@@ -203,6 +210,9 @@ class PPO:
         into the normaliser (after the update, so ratios compare policies on the same features)."""
         c = self.config
         lr = anneal_learning_rate(self.optimizer, c.lr, self.env_steps, c.lr_anneal_env_steps)
+        clip_coef = c.clip_coef
+        if c.clip_anneal_env_steps is not None:
+            clip_coef *= max(1e-8, 1.0 - self.env_steps / c.clip_anneal_env_steps)
 
         # Advantages: GAE (Rust) on the (optionally scaled) rewards.
         rew_TN = self.return_normalizer(rollout) if self.return_normalizer is not None else rollout.rew
@@ -233,7 +243,7 @@ class PPO:
                 )
                 assert value_M is not None
                 adv_M = normalize_advantages(adv_P[mb]) if c.normalize_advantages else adv_P[mb]
-                pg_loss, log_ratio_M = ppo_policy_loss(log_prob_M, old_log_prob_P[mb], adv_M, c.clip_coef)
+                pg_loss, log_ratio_M = ppo_policy_loss(log_prob_M, old_log_prob_P[mb], adv_M, clip_coef)
                 if c.target_kl is not None and approx_kl(log_ratio_M) > 1.5 * c.target_kl:
                     rows = start  # KL early stop (SB3): this minibatch takes no step
                     break
@@ -250,7 +260,7 @@ class PPO:
                 losses.append(torch.stack([pg_loss.detach(), v_loss.detach()]))
             if rows > 0:  # ratio statistics of the epoch, over the minibatches that took a step
                 kl_sum = kl_sum + approx_kl(log_ratio_P[:rows]) * rows
-                clip_sum = clip_sum + clip_fraction(log_ratio_P[:rows], c.clip_coef) * rows
+                clip_sum = clip_sum + clip_fraction(log_ratio_P[:rows], clip_coef) * rows
                 rows_seen += rows
             if rows < batch_size:
                 epochs += rows / batch_size
