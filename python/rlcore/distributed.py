@@ -1412,7 +1412,9 @@ def trainer_from_cli(
     dist = DistributedConfig(num_collectors=k)
     if config.eval_every is not None:
         eval_env_steps = config.eval_every * config.collect_env_steps
-        config = dataclasses.replace(config, eval_every=max(1, eval_env_steps // dist.collect_env_steps))
+        # an iteration usually takes one call per collector
+        calls = dist.collect_env_steps * dist.num_collectors
+        config = dataclasses.replace(config, eval_every=max(1, eval_env_steps // calls))
     return DistributedTrainer(
         algorithm, sharded, make_envs, make_policy, config=config, dist=dist, eval_envs=eval_envs
     )
