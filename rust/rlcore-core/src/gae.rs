@@ -44,18 +44,40 @@ pub fn compute_gae(
     }
     check_unit("gamma", gamma as f64)?;
     check_unit("gae_lambda", gae_lambda as f64)?;
+    if n == 0 {
+        return Ok(());
+    }
     let mut last = vec![0.0f32; n_envs];
-    for t in (0..t_len).rev() {
-        let base = t * n_envs;
-        for (e, last_e) in last.iter_mut().enumerate() {
-            let i = base + e;
-            let not_term = 1.0 - (terminated[i] != 0) as u8 as f32;
-            let not_done = 1.0 - ((terminated[i] | truncated[i]) != 0) as u8 as f32;
-            let delta = rew[i] + gamma * not_term * next_values[i] - values[i];
-            let a = delta + gamma * gae_lambda * not_done * *last_e;
+    let gl = gamma * gae_lambda;
+    // one time row at a time, newest first; within a row the envs are independent: zipped
+    // row chunks and element iterators carry no bounds checks and vectorise
+    let rows = rew
+        .chunks_exact(n_envs)
+        .zip(values.chunks_exact(n_envs))
+        .zip(next_values.chunks_exact(n_envs))
+        .zip(terminated.chunks_exact(n_envs))
+        .zip(truncated.chunks_exact(n_envs))
+        .zip(advantages.chunks_exact_mut(n_envs))
+        .zip(returns.chunks_exact_mut(n_envs))
+        .rev();
+    for ((((((r, v), nv), te), tr), adv), ret) in rows {
+        let elems = last
+            .iter_mut()
+            .zip(r)
+            .zip(v)
+            .zip(nv)
+            .zip(te)
+            .zip(tr)
+            .zip(adv.iter_mut())
+            .zip(ret.iter_mut());
+        for (((((((last_e, &r), &v), &nv), &te), &tr), adv), ret) in elems {
+            let not_term = f32::from(te == 0);
+            let not_done = f32::from((te | tr) == 0);
+            let delta = r + gamma * not_term * nv - v;
+            let a = delta + gl * not_done * *last_e;
             *last_e = a;
-            advantages[i] = a;
-            returns[i] = a + values[i];
+            *adv = a;
+            *ret = a + v;
         }
     }
     Ok(())

@@ -1649,6 +1649,22 @@ fn flag_in<'py>(
     Ok((i, shape))
 }
 
+/// The float32 elements of an input: borrowed when aligned (NumPy arrays are), copied otherwise.
+fn f32s<'a>(i: &'a In<'_>) -> Cow<'a, [f32]> {
+    let data = i.array().data;
+    // SAFETY: every bit pattern is a valid f32; align_to only splits off misaligned ends.
+    let (head, mid, tail) = unsafe { data.align_to::<f32>() };
+    if head.is_empty() && tail.is_empty() {
+        Cow::Borrowed(mid)
+    } else {
+        Cow::Owned(
+            data.chunks_exact(4)
+                .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        )
+    }
+}
+
 /// GAE over `[T, N]` float32 arrays; returns (advantages, returns). See `rlcore.compute_gae`.
 #[pyfunction]
 #[pyo3(signature = (rew, values, next_values, terminated, truncated, gamma, gae_lambda))]
@@ -1698,14 +1714,7 @@ fn _compute_gae<'py>(
     }
     let adv = fresh(py, DType::F32, &shape)?;
     let ret = fresh(py, DType::F32, &shape)?;
-    let as_f32 = |i: &In<'_>| -> Vec<f32> {
-        i.array()
-            .data
-            .chunks_exact(4)
-            .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
-    };
-    let (rv, vv, nvv) = (as_f32(&r), as_f32(&v), as_f32(&nv));
+    let (rv, vv, nvv) = (f32s(&r), f32s(&v), f32s(&nv));
     // SAFETY: fresh float32 arrays of T*N elements.
     let (adv_s, ret_s) = unsafe {
         let a = bytes_mut(&adv);
@@ -1774,12 +1783,7 @@ fn _compute_nstep_returns<'py>(
         }
     }
     let t = shape[0];
-    let rv: Vec<f32> = r
-        .array()
-        .data
-        .chunks_exact(4)
-        .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
+    let rv = f32s(&r);
     let mut ret = vec![0f32; t];
     let mut disc = vec![0f32; t];
     let mut hor = vec![0i64; t];
