@@ -30,6 +30,7 @@ from typing import Any, NoReturn
 __all__ = ["main"]
 
 ALGOS = ("dqn", "ddpg", "td3", "sac", "vpg", "a2c", "ppo")  # the last three: rlcore.cli_onpolicy
+IMITATION_ALGOS = ("bc", "gail")  # rlcore.imitation, with --expert PATH
 
 
 class UsageError(Exception):
@@ -175,7 +176,10 @@ def _build_parser() -> argparse.ArgumentParser:
         help="train an agent",
         description="Train DQN, DDPG, TD3, SAC, VPG, A2C or PPO on a gymnasium env.",
     )
-    train.add_argument("--algo", required=True, choices=ALGOS, help="algorithm")
+    train.add_argument("--algo", required=True, choices=ALGOS + IMITATION_ALGOS, help="algorithm")
+    train.add_argument(
+        "--expert", type=Path, default=None, help="with --algo bc/gail: dataset of `rlcore collect-expert`"
+    )
     train.add_argument(
         "--env", required=True, help="gymnasium env id, e.g. FetchReach-v4, Pendulum-v1, CartPole-v1"
     )
@@ -213,6 +217,25 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="with --distributed: join this Ray cluster (default: local, 127.0.0.1)",
     )
+    expert = sub.add_parser(
+        "collect-expert",
+        help="train (or load) an expert and record a dataset of its deterministic policy",
+        description="Train an expert with `rlcore train` (or load --checkpoint), roll out its deterministic "
+        "policy for --episodes episodes and save them with ReplayBuffer.save (load with ReplayBuffer.load).",
+    )
+    expert.add_argument("--algo", required=True, choices=ALGOS, help="algorithm of the expert")
+    expert.add_argument("--env", required=True, help="gymnasium env id, e.g. CartPole-v1, Pendulum-v1")
+    expert.add_argument("--episodes", type=int, required=True, help="episodes to record")
+    expert.add_argument("--out", type=Path, required=True, help="directory of the saved dataset")
+    expert.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="run directory of `rlcore train`: loaded if it holds a checkpoint, else the expert is trained "
+        "there (default runs/expert-ENV-ALGO-sSEED)",
+    )
+    expert.add_argument("--steps", type=int, default=None, help="training env steps (default: per env)")
+    expert.add_argument("--seed", type=int, default=0, help="seed of training and recording (default 0)")
     plot = sub.add_parser(
         "plot",
         help="draw learning curves of a run",
@@ -260,6 +283,12 @@ def _train(args: argparse.Namespace) -> int:
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
 
+    if args.algo in IMITATION_ALGOS:
+        from rlcore.imitation import train_imitation
+
+        return train_imitation(args)
+    if args.expert is not None:
+        raise UsageError(f"--expert is for --algo bc or gail, not {args.algo}")
     if args.algo in ("vpg", "a2c", "ppo") and args.distributed:
         raise UsageError(f"--distributed supports dqn, ddpg, td3 and sac, not {args.algo}")
     if args.algo in ("vpg", "a2c", "ppo"):
@@ -420,6 +449,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rlcore`` console script; returns the exit status."""
     args = _build_parser().parse_args(argv)
     try:
+        if args.command == "collect-expert":
+            from rlcore.imitation import collect_expert_command
+
+            return collect_expert_command(args)
         return _train(args) if args.command == "train" else _plot(args)
     except UsageError as e:
         print(f"rlcore: error: {e}", file=sys.stderr)

@@ -1,0 +1,358 @@
+"""Generative Adversarial Imitation Learning with a PPO generator.
+
+Source: Ho & Ermon 2016, "Generative Adversarial Imitation Learning", Algorithm 1. Each iteration:
+
+1. sample trajectories of the policy pi (the :class:`~rlcore.rollout.RolloutSampler`, whose
+   ``reward_fn`` is :meth:`GAIL.reward`, so the rollout's ``rew`` already holds the learned reward);
+2. update the discriminator ``D(s, a)`` (here: the probability that a pair is the *expert's*) by
+   ascending ``E_expert[log D] + E_pi[log(1 - D)]`` (eq. 17 with the roles of the two labels
+   swapped, as in most implementations), optionally with the gradient penalty of Gulrajani et al.
+   2017, eq. 3, on interpolates of expert and policy inputs;
+3. take a policy step on the learned reward with PPO (:class:`~rlcore.algos.ppo.PPO`, Schulman et
+   al. 2017), where the paper uses TRPO.
+
+The learned reward ``r(s, a)`` is, with ``x = logit D(s, a)``:
+
+* ``"softplus"`` (default): ``-log(1 - D(s, a)) = softplus(x)`` -- the generator cost ``log D`` of
+  eq. 17 as a reward; always > 0, i.e. a survival bonus (fine for CartPole, Hopper; neutral for
+  fixed-length episodes like Pendulum's);
+* ``"logit"``: ``log D - log(1 - D) = x`` (Fu et al. 2018, AIRL; Kostrikov et al. 2019, section 4.1),
+  without the survival bias.
+
+The rewards of a rollout come from the discriminator *before* this iteration's update (they are
+computed while sampling, through ``reward_fn``); the paper's Algorithm 1 uses the updated one. The
+lag is one iteration of a slowly moving discriminator.
+
+Dimension letters: B batch, T time, N envs, O flat observation, A action (one-hot K for ``Discrete``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlcore.algos.common import resolve_device
+from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
+from rlcore.nets import ObsEncoder, mlp
+from rlcore.rollout import Rollout
+
+__all__ = ["GAIL", "Discriminator", "GAILConfig", "GAILStats"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GAILConfig:
+    """Hyperparameters of the discriminator and the learned reward of :class:`GAIL`."""
+
+    hidden: Sequence[int] = (64, 64)
+    """Hidden widths of the discriminator MLP (tanh)."""
+    lr: float = 3e-4
+    """Adam learning rate of the discriminator."""
+    disc_updates: int = 2
+    """Discriminator gradient steps per iteration (rollout)."""
+    disc_batch_size: int = 256
+    """Policy pairs (sampled from the rollout) and as many expert pairs per discriminator step."""
+    grad_penalty: float = 0.0
+    """Weight of the gradient penalty ``(||grad_x logit D(x_hat)|| - 1)^2`` (0: none)."""
+    reward: Literal["softplus", "logit"] = "softplus"
+    """Learned reward: ``-log(1 - D)`` (``"softplus"``) or ``log D - log(1 - D)`` (``"logit"``)."""
+    seed: int = 0
+    """Seed of the policy-pair sampling."""
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.disc_updates < 0 or self.disc_batch_size < 1:
+            raise ValueError("disc_updates must be >= 0 and disc_batch_size >= 1")
+        if self.grad_penalty < 0:
+            raise ValueError(f"grad_penalty must be >= 0, got {self.grad_penalty}")
+        if self.reward not in ("softplus", "logit"):
+            raise ValueError(f"reward must be 'softplus' or 'logit', got {self.reward!r}")
+
+
+@dataclass(frozen=True)
+class GAILStats:
+    """Statistics of one GAIL iteration: discriminator steps, then the PPO update."""
+
+    disc_loss: float
+    """Binary cross-entropy of the discriminator (expert label 1, policy label 0), mean over its steps."""
+    disc_expert_acc: float
+    """Share of expert pairs with ``D > 0.5`` at the last discriminator step."""
+    disc_policy_acc: float
+    """Share of policy pairs with ``D < 0.5`` at the last discriminator step."""
+    grad_penalty: float
+    """Gradient penalty (before its weight; 0 when disabled), mean over the steps."""
+    learned_reward: float
+    """Mean learned reward of the rollout's valid rows (what PPO maximised)."""
+    env_reward: float
+    """Mean env reward of the rollout's valid rows (never seen by the learner)."""
+    policy_loss: float
+    """PPO clipped surrogate loss."""
+    value_loss: float
+    """PPO value loss."""
+    entropy: float
+    """Policy entropy (nats)."""
+    approx_kl: float
+    """PPO approximate KL."""
+    grad_steps: int
+    """Gradient steps of this iteration (discriminator plus PPO)."""
+    generator: PPOStats | None = None
+    """The full PPO statistics (left out of the flat metric logs)."""
+
+
+class Discriminator(nn.Module):
+    """``logit D(s, a)``: an MLP on the normalised observation and the encoded action.
+
+    Actions are one-hot for ``Discrete(K)`` and rescaled to ``[-1, 1]`` for a bounded ``Box``.
+    The observation normaliser is fitted once, on the expert's observations (:meth:`fit_obs`).
+
+    Args:
+        observation_space: single-env ``Box`` (or ``Dict`` of ``Box``) space.
+        action_space: ``Discrete`` or bounded ``Box``.
+        hidden: hidden widths.
+
+    Raises:
+        ValueError: another action space, or an unbounded ``Box``.
+    """
+
+    act_scale: torch.Tensor
+    act_bias: torch.Tensor
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.encoder = ObsEncoder(observation_space, normalize=True)
+        if isinstance(action_space, gym.spaces.Discrete):
+            self.n_actions: int | None = int(action_space.n)
+            act_dim = self.n_actions
+            scale, bias = torch.ones(1), torch.zeros(1)
+        elif isinstance(action_space, gym.spaces.Box):
+            low = np.asarray(action_space.low, np.float32).reshape(-1)
+            high = np.asarray(action_space.high, np.float32).reshape(-1)
+            if not (np.isfinite(low).all() and np.isfinite(high).all()):
+                raise ValueError("the discriminator needs a bounded Box action space")
+            self.n_actions = None
+            act_dim = low.size
+            scale, bias = torch.from_numpy((high - low) / 2), torch.from_numpy((high + low) / 2)
+        else:
+            raise ValueError(f"GAIL supports Discrete or Box action spaces, got {action_space}")
+        self.register_buffer("act_scale", scale)
+        self.register_buffer("act_bias", bias)
+        self.net = mlp(self.encoder.dim + act_dim, 1, hidden, activation=nn.Tanh)
+
+    @torch.no_grad()
+    def fit_obs(self, obs: torch.Tensor | Mapping[str, torch.Tensor]) -> None:
+        """Set the observation normaliser's statistics from expert observations ``[B, *O]``."""
+        self.encoder.update(obs)
+
+    def features(self, obs: torch.Tensor | Mapping[str, torch.Tensor], act: torch.Tensor) -> torch.Tensor:
+        """Input ``x`` float32 ``[B, O + A]`` of the MLP from obs ``[B, *O]`` and act (int ``[B]`` or ``[B, A]``)."""
+        x_BO = self.encoder(obs)
+        if self.n_actions is not None:
+            a_BA = F.one_hot(act.reshape(-1).long(), self.n_actions).float()
+        else:
+            a_BA = (act.reshape(x_BO.shape[0], -1).float() - self.act_bias) / self.act_scale
+        return torch.cat([x_BO, a_BA], dim=-1)
+
+    def logit(self, x_BX: torch.Tensor) -> torch.Tensor:
+        """``logit D`` float32 ``[B]`` of features from :meth:`features`."""
+        return self.net(x_BX).squeeze(-1)
+
+
+def gradient_penalty(
+    disc: Discriminator, x_expert_BX: torch.Tensor, x_policy_BX: torch.Tensor
+) -> torch.Tensor:
+    """``E[(||grad_x logit D(x_hat)||_2 - 1)^2]`` at ``x_hat = u x_E + (1 - u) x_pi``, ``u ~ U(0, 1)``
+    per row (Gulrajani et al. 2017, eq. 3); a scalar tensor with a graph."""
+    u_B1 = torch.rand(x_expert_BX.shape[0], 1, device=x_expert_BX.device)
+    x_hat = (u_B1 * x_expert_BX + (1 - u_B1) * x_policy_BX).requires_grad_(True)
+    (grad,) = torch.autograd.grad(disc.logit(x_hat).sum(), x_hat, create_graph=True)
+    return ((grad.norm(dim=-1) - 1.0) ** 2).mean()
+
+
+class GAIL:
+    """GAIL: a :class:`Discriminator` whose reward trains a :class:`~rlcore.algos.ppo.PPO` generator.
+
+    Implements :class:`~rlcore.algos.actor_critic.OnPolicyAlgorithm` (``act``, ``act_value``,
+    ``value`` delegate to the generator), so :class:`rlcore.imitation.GAILTrainer` (an
+    :class:`~rlcore.onpolicy_trainer.OnPolicyTrainer` whose ``reward_fn`` is :meth:`reward`) drives it.
+
+    Args:
+        generator: the PPO policy learner.
+        discriminator: the discriminator (its observation normaliser is fitted on ``expert`` here).
+        optimizer: optimises the discriminator's parameters.
+        expert: a buffer of expert transitions (``sample(B)`` with ``obs``, ``act``; e.g.
+            ``rlcore.ReplayBuffer.load(path)`` of ``rlcore collect-expert``).
+        config: discriminator hyperparameters.
+        action_space: the env's single action space (policy actions are clipped to a ``Box``'s bounds
+            before the discriminator sees them, as the env and the expert data saw them).
+
+    Raises:
+        ValueError: the expert buffer is empty.
+    """
+
+    def __init__(
+        self,
+        *,
+        generator: PPO,
+        discriminator: Discriminator,
+        optimizer: torch.optim.Optimizer,
+        expert: Any,
+        config: GAILConfig,
+        action_space: gym.Space,
+    ) -> None:
+        if len(expert) == 0:
+            raise ValueError("GAIL needs a non-empty expert buffer")
+        self.generator = generator
+        self.device = generator.device
+        self.discriminator = discriminator.to(self.device)
+        self.optimizer = optimizer
+        self.expert = expert
+        self.config = config
+        self.rng = np.random.default_rng(config.seed)
+        self._clip: tuple[np.ndarray, np.ndarray] | None = None
+        if isinstance(action_space, gym.spaces.Box):
+            self._clip = (action_space.low.astype(np.float32), action_space.high.astype(np.float32))
+        # Normalise the discriminator's observations with the expert's statistics (one big sample).
+        sample = expert.sample(min(len(expert), 20_000))
+        self.discriminator.fit_obs(torch.as_tensor(np.asarray(sample.obs), device=self.device))
+
+    @classmethod
+    def from_spaces(
+        cls,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        expert: Any,
+        config: GAILConfig | None = None,
+        ppo_config: PPOConfig | None = None,
+        *,
+        num_envs: int = 1,
+        device: str | torch.device | None = None,
+    ) -> GAIL:
+        """Build the default PPO generator, the discriminator and its Adam optimizer."""
+        config = config or GAILConfig()
+        dev = resolve_device(device)
+        generator = PPO.from_spaces(
+            observation_space, action_space, ppo_config, num_envs=num_envs, device=dev
+        )
+        disc = Discriminator(observation_space, action_space, config.hidden).to(dev)
+        optimizer = torch.optim.Adam(disc.parameters(), lr=config.lr)
+        return cls(
+            generator=generator,
+            discriminator=disc,
+            optimizer=optimizer,
+            expert=expert,
+            config=config,
+            action_space=action_space,
+        )
+
+    # -- policy (delegated to the generator) ---------------------------------------------------
+
+    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
+        """The generator's actions for N observations (unclipped)."""
+        return self.generator.act(obs, deterministic=deterministic)
+
+    def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The generator's ``(act, log_prob [N], value [N])``."""
+        return self.generator.act_value(obs)
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """The generator's ``V(o)`` float32 ``[N]``."""
+        return self.generator.value(obs)
+
+    # -- learned reward ------------------------------------------------------------------------
+
+    def _clip_act(self, act: np.ndarray) -> np.ndarray:
+        return act if self._clip is None else np.clip(act, *self._clip)
+
+    @torch.no_grad()
+    def reward(self, obs: np.ndarray, act: np.ndarray, obs_next: np.ndarray, rew: np.ndarray) -> np.ndarray:
+        """The sampler's ``reward_fn``: learned reward float32 ``[N]`` of N pairs (``obs_next`` and the env
+        reward ``rew`` are ignored). See the module docstring for the two forms."""
+        del obs_next, rew
+        x_BX = self.discriminator.features(
+            torch.as_tensor(np.asarray(obs), device=self.device),
+            torch.as_tensor(self._clip_act(np.asarray(act)), device=self.device),
+        )
+        logit_B = self.discriminator.logit(x_BX)
+        r_B = F.softplus(logit_B) if self.config.reward == "softplus" else logit_B
+        return r_B.float().cpu().numpy()
+
+    # -- update --------------------------------------------------------------------------------
+
+    def update(self, rollout: Rollout) -> GAILStats:
+        """Discriminator steps on the rollout's valid pairs against expert samples, then one PPO update."""
+        c = self.config
+        valid_TN = rollout.valid
+        obs_PO = rollout.obs[valid_TN]
+        act_PA = self._clip_act(rollout.act[valid_TN])
+        n_policy = obs_PO.shape[0]
+        losses, gps = [], []
+        acc_e = acc_p = float("nan")
+        for _ in range(c.disc_updates):
+            idx = self.rng.integers(0, n_policy, size=min(c.disc_batch_size, n_policy))
+            expert = self.expert.sample(len(idx))
+            d = self.discriminator
+            x_e = d.features(
+                torch.as_tensor(np.asarray(expert.obs), device=self.device),
+                torch.as_tensor(np.asarray(expert.act), device=self.device),
+            )
+            x_p = d.features(
+                torch.as_tensor(obs_PO[idx], device=self.device),
+                torch.as_tensor(act_PA[idx], device=self.device),
+            )
+            logit_e, logit_p = d.logit(x_e), d.logit(x_p)
+            loss = F.binary_cross_entropy_with_logits(
+                logit_e, torch.ones_like(logit_e)
+            ) + F.binary_cross_entropy_with_logits(logit_p, torch.zeros_like(logit_p))
+            gp = torch.zeros((), device=self.device)
+            if c.grad_penalty > 0:
+                gp = gradient_penalty(d, x_e.detach(), x_p.detach())
+                loss = loss + c.grad_penalty * gp
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            losses.append(loss.item())
+            gps.append(gp.item())
+            acc_e = (logit_e > 0).float().mean().item()
+            acc_p = (logit_p < 0).float().mean().item()
+
+        gen = self.generator.update(rollout)
+        return GAILStats(
+            disc_loss=float(np.mean(losses)) if losses else float("nan"),
+            disc_expert_acc=acc_e,
+            disc_policy_acc=acc_p,
+            grad_penalty=float(np.mean(gps)) if gps else float("nan"),
+            learned_reward=float(rollout.rew[valid_TN].mean()),
+            env_reward=float(rollout.env_rew[valid_TN].mean()),
+            policy_loss=gen.policy_loss,
+            value_loss=gen.value_loss,
+            entropy=gen.entropy,
+            approx_kl=gen.approx_kl,
+            grad_steps=gen.grad_steps + c.disc_updates,
+            generator=gen,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Generator, discriminator (incl. its normaliser), discriminator optimizer, sampling RNG.
+
+        The expert buffer is not included (it is data, loaded from its own path)."""
+        return {
+            "config": asdict(self.config),
+            "generator": self.generator.state_dict(),
+            "discriminator": self.discriminator.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.generator.load_state_dict(dict(state["generator"]))
+        self.discriminator.load_state_dict(state["discriminator"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,535 @@
+"""Imitation learning: expert datasets, the :class:`OfflineTrainer` (behaviour cloning) and the
+:class:`GAILTrainer`, plus the CLI commands ``rlcore collect-expert`` and
+``rlcore train --algo {bc,gail} --expert PATH``.
+
+Expert data cannot be downloaded here (no D4RL / Minari at run time), so an expert is trained with
+the ordinary trainers (``rlcore train``), its *deterministic* policy is rolled out for N episodes
+on one env, and the transitions are saved with :meth:`rlcore.ReplayBuffer.save` (a directory of
+``.npy`` files plus ``manifest.json``; ``rlcore.ReplayBuffer.load(PATH)`` reads it back)::
+
+    rlcore collect-expert --algo ppo --env CartPole-v1 --episodes 10 --out data/cartpole-expert
+    rlcore train --algo bc --env CartPole-v1 --expert data/cartpole-expert
+    rlcore train --algo gail --env CartPole-v1 --expert data/cartpole-expert
+
+Stored actions are the ones the env received (clipped to a ``Box``'s bounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import rlcore
+from rlcore.algos.bc import BC
+from rlcore.algos.gail import GAIL
+from rlcore.collector import evaluate
+from rlcore.onpolicy_trainer import Logger, OnPolicyTrainer, OnPolicyTrainerConfig
+from rlcore.stats import EpisodeStats, EpochStats, EvalStats, TimeStats, mean_stats
+
+__all__ = [
+    "ExpertData",
+    "GAILTrainer",
+    "OfflineTrainer",
+    "OfflineTrainerConfig",
+    "collect_expert",
+    "load_expert_policy",
+    "record_episodes",
+]
+
+_ON_POLICY = ("vpg", "a2c", "ppo")
+
+
+# ---------------------------------------------------------------------------------- expert data
+
+
+@dataclass(frozen=True)
+class ExpertData:
+    """What :func:`collect_expert` recorded."""
+
+    path: Path
+    """Directory of the saved buffer (``rlcore.ReplayBuffer.load(path)``)."""
+    episodes: int
+    """Recorded episodes."""
+    transitions: int
+    """Recorded transitions (env steps)."""
+    return_mean: float
+    """Mean undiscounted return of the recorded episodes (env reward)."""
+    return_std: float
+    """Standard deviation of those returns."""
+
+
+def load_expert_policy(
+    run_dir: str | Path, observation_space: gym.Space, action_space: gym.Space
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The deterministic policy of a run directory written by ``rlcore train`` (any algorithm).
+
+    Reads ``run_dir/config.json`` (algorithm and its config) and ``run_dir/checkpoint/trainer.pt``.
+
+    Returns:
+        ``policy(obs [N, *O]) -> act`` (int64 ``[N]`` or float32 ``[N, A]``, unclipped).
+
+    Raises:
+        FileNotFoundError: no ``config.json`` or checkpoint in ``run_dir``.
+        ValueError: the run's algorithm is unknown.
+    """
+    from rlcore import algos
+
+    run_dir = Path(run_dir)
+    cfg_path, ckpt_path = run_dir / "config.json", run_dir / "checkpoint" / "trainer.pt"
+    for p in (cfg_path, ckpt_path):
+        if not p.is_file():
+            raise FileNotFoundError(f"{run_dir} is not a run directory of `rlcore train` ({p} is missing)")
+    meta = json.loads(cfg_path.read_text())
+    name = meta["args"]["algo"]
+    classes: dict[str, tuple[Any, Any]] = {
+        "dqn": (algos.DQN, algos.DQNConfig),
+        "ddpg": (algos.DDPG, algos.DDPGConfig),
+        "td3": (algos.TD3, algos.TD3Config),
+        "sac": (algos.SAC, algos.SACConfig),
+        "vpg": (algos.VPG, algos.VPGConfig),
+        "a2c": (algos.A2C, algos.A2CConfig),
+        "ppo": (algos.PPO, algos.PPOConfig),
+    }
+    if name not in classes:
+        raise ValueError(f"{run_dir}: unknown algorithm {name!r}")
+    algo_cls, cfg_cls = classes[name]
+    fields = {f.name for f in dataclasses.fields(cfg_cls)}
+    config = cfg_cls(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["algo_config"].items() if k in fields}
+    )
+    kw = {"num_envs": int(meta.get("num_envs", 1))} if name in _ON_POLICY else {}
+    algo = algo_cls.from_spaces(observation_space, action_space, config, device="cpu", **kw)
+    state = torch.load(ckpt_path, weights_only=False, map_location="cpu")
+    algo.load_state_dict(state["algorithm"])
+    return lambda obs: algo.act(obs, deterministic=True)
+
+
+def record_episodes(
+    policy: Callable[[np.ndarray], np.ndarray], env_id: str, n_episodes: int, *, seed: int = 0
+) -> tuple[rlcore.ReplayBuffer, list[float]]:
+    """Roll out ``policy`` for ``n_episodes`` full episodes on one env and store them in time order.
+
+    Episode k starts from ``env.reset(seed=seed + k)``. Actions are clipped to a ``Box``'s bounds
+    (what the env executed) before they are stored.
+
+    Returns:
+        ``(buffer, returns)``: a single-env :class:`rlcore.ReplayBuffer` sized to the data
+        (``from_arrays``) and the undiscounted return of each episode.
+
+    Raises:
+        ValueError: ``n_episodes < 1``.
+    """
+    if n_episodes < 1:
+        raise ValueError(f"n_episodes must be >= 1, got {n_episodes}")
+    env = gym.make(env_id)
+    space = env.action_space
+    clip = (space.low, space.high) if isinstance(space, gym.spaces.Box) else None
+    rows: dict[str, list[Any]] = {k: [] for k in ("obs", "act", "rew", "term", "trunc", "obs_next")}
+    returns: list[float] = []
+    for k in range(n_episodes):
+        obs, _ = env.reset(seed=seed + k)
+        total, done = 0.0, False
+        while not done:
+            act = np.asarray(policy(np.asarray(obs)[None]))[0]
+            if clip is not None:
+                act = np.clip(act, *clip).astype(np.float32)
+            obs_next, rew, term, trunc, _ = env.step(act)
+            for key, v in zip(rows, (obs, act, rew, term, trunc, obs_next), strict=True):
+                rows[key].append(v)
+            total += float(rew)
+            obs, done = obs_next, bool(term or trunc)
+        returns.append(total)
+    env.close()
+    buffer = rlcore.ReplayBuffer.from_arrays(
+        np.asarray(rows["obs"]),
+        np.asarray(rows["act"]),
+        np.asarray(rows["rew"], dtype=np.float32),
+        np.asarray(rows["term"], dtype=bool),
+        np.asarray(rows["trunc"], dtype=bool),
+        np.asarray(rows["obs_next"]),
+        seed=seed,
+    )
+    return buffer, returns
+
+
+def collect_expert(
+    *,
+    algo: str,
+    env_id: str,
+    episodes: int,
+    out: str | Path,
+    checkpoint: str | Path | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+) -> ExpertData:
+    """Train (or load) an expert, record ``episodes`` deterministic episodes and save them to ``out``.
+
+    Args:
+        algo: an ``rlcore train`` algorithm (dqn, ddpg, td3, sac, vpg, a2c, ppo).
+        env_id: gymnasium env id.
+        episodes: episodes to record.
+        out: directory for :meth:`rlcore.ReplayBuffer.save`.
+        checkpoint: a run directory of ``rlcore train``. When it already holds a checkpoint the expert
+            is loaded from it; otherwise it is trained there (default ``runs/expert-ENV-ALGO-sSEED``).
+        steps: training env steps (default: the ``rlcore train`` preset of the env).
+        seed: seed of the expert's training and of the recorded episodes' resets.
+
+    Raises:
+        RuntimeError: training the expert failed.
+        FileNotFoundError, ValueError: as :func:`load_expert_policy` and :func:`record_episodes`.
+    """
+    from rlcore.cli import main as cli_main
+
+    run_dir = Path(checkpoint) if checkpoint is not None else Path("runs") / f"expert-{env_id}-{algo}-s{seed}"
+    if not (run_dir / "checkpoint" / "trainer.pt").is_file():
+        argv = ["train", "--algo", algo, "--env", env_id, "--seed", str(seed), "--out", str(run_dir)]
+        if steps is not None:
+            argv += ["--steps", str(steps)]
+        status = cli_main([*argv, "--no-progress"])
+        if status != 0:
+            raise RuntimeError(f"training the expert failed (rlcore {' '.join(argv)} exited with {status})")
+    env = gym.make(env_id)
+    policy = load_expert_policy(run_dir, env.observation_space, env.action_space)
+    env.close()
+    buffer, returns = record_episodes(policy, env_id, episodes, seed=seed + 100_000)
+    out = Path(out)
+    buffer.save(out)
+    return ExpertData(
+        path=out,
+        episodes=len(returns),
+        transitions=len(buffer),
+        return_mean=float(np.mean(returns)),
+        return_std=float(np.std(returns)),
+    )
+
+
+# ---------------------------------------------------------------------------------- trainers
+
+
+@dataclass(frozen=True, kw_only=True)
+class OfflineTrainerConfig:
+    """Schedule of an :class:`OfflineTrainer`."""
+
+    max_grad_steps: int | None = None
+    """Stop iterating after this many gradient steps (``None``: never stop)."""
+    grad_steps_per_iteration: int = 1_000
+    """Gradient steps per ``next()``."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    eval_every: int | None = None
+    """Evaluate every this many iterations (and at the last one); ``None``: never."""
+    eval_episodes: int = 10
+    """Episodes per evaluation, spread over the eval envs."""
+    seed: int = 0
+    """Eval envs are reset with ``seed + 10_000 + 1_000 * k`` at the k-th evaluation."""
+
+    def __post_init__(self) -> None:
+        if self.max_grad_steps is not None and self.max_grad_steps < 1:
+            raise ValueError(f"max_grad_steps must be >= 1 or None, got {self.max_grad_steps}")
+        if self.grad_steps_per_iteration < 1 or self.batch_size < 1:
+            raise ValueError("grad_steps_per_iteration and batch_size must be >= 1")
+        if self.eval_every is not None and self.eval_every < 1:
+            raise ValueError(f"eval_every must be >= 1 or None, got {self.eval_every}")
+        if self.eval_episodes < 1:
+            raise ValueError(f"eval_episodes must be >= 1, got {self.eval_episodes}")
+
+
+class OfflineTrainer:
+    """Learning from a fixed buffer as an iterator of :class:`~rlcore.stats.EpochStats`.
+
+    Same contract as the other trainers: each ``next()`` runs ``grad_steps_per_iteration``
+    gradient steps on uniform samples of ``buffer`` (fewer at the end, to stop exactly at
+    ``max_grad_steps``), evaluates every ``eval_every`` iterations and at the last one, and returns
+    frozen stats (``env_steps`` stays 0: no env is stepped for training; ``train`` holds the mean of
+    the algorithm's stats, e.g. :class:`~rlcore.algos.bc.BCStats`). ``iter()`` returns the trainer
+    and never resets; trainers can be advanced side by side with ``zip``.
+
+    Args:
+        algorithm: ``update(batch) -> stats``, ``act(obs, *, deterministic)``, ``state_dict()``,
+            ``load_state_dict()`` (e.g. :class:`~rlcore.algos.bc.BC`).
+        buffer: the dataset (``sample(B)``, ``__len__``), e.g. ``rlcore.ReplayBuffer.load(path)``.
+        config: the schedule.
+        eval_envs: vector env for deterministic evaluation (``None``: none).
+
+    Raises:
+        ValueError: ``eval_every`` without ``eval_envs``, or an empty buffer.
+    """
+
+    def __init__(
+        self,
+        algorithm: Any,
+        buffer: Any,
+        *,
+        config: OfflineTrainerConfig,
+        eval_envs: gym.vector.VectorEnv | None = None,
+    ) -> None:
+        if config.eval_every is not None and eval_envs is None:
+            raise ValueError("config.eval_every is set but no eval_envs were given")
+        if len(buffer) == 0:
+            raise ValueError("OfflineTrainer needs a non-empty buffer")
+        self.algorithm = algorithm
+        self.buffer = buffer
+        self.config = config
+        self.eval_envs = eval_envs
+        self.iteration = 0
+        self.grad_steps = 0
+        self._evaluations = 0
+        space = eval_envs.single_action_space if eval_envs is not None else None
+        self._clip = (space.low, space.high) if isinstance(space, gym.spaces.Box) else None
+
+    @property
+    def done(self) -> bool:
+        """True once ``max_grad_steps`` is reached."""
+        return self.config.max_grad_steps is not None and self.grad_steps >= self.config.max_grad_steps
+
+    def __iter__(self) -> Iterator[EpochStats]:
+        return self
+
+    def _greedy(self, obs: Any) -> np.ndarray:
+        act = self.algorithm.act(obs, deterministic=True)
+        return act if self._clip is None else np.clip(act, *self._clip)
+
+    def evaluate(self) -> EvalStats:
+        """Run ``eval_episodes`` deterministic episodes on the eval envs.
+
+        Raises:
+            RuntimeError: the trainer has no eval envs.
+        """
+        if self.eval_envs is None:
+            raise RuntimeError("this trainer has no eval_envs")
+        self._evaluations += 1
+        seed = self.config.seed + 10_000 + 1_000 * self._evaluations
+        return evaluate(self._greedy, self.eval_envs, self.config.eval_episodes, seed=seed)
+
+    def __next__(self) -> EpochStats:
+        c = self.config
+        if self.done:
+            raise StopIteration
+        start = time.perf_counter()
+        n = c.grad_steps_per_iteration
+        if c.max_grad_steps is not None:
+            n = min(n, c.max_grad_steps - self.grad_steps)
+        stats = [self.algorithm.update(self.buffer.sample(c.batch_size)) for _ in range(n)]
+        self.grad_steps += n
+        t_update = time.perf_counter()
+        self.iteration += 1
+        eval_stats = None
+        if c.eval_every is not None and (self.iteration % c.eval_every == 0 or self.done):
+            eval_stats = self.evaluate()
+        end = time.perf_counter()
+        return EpochStats(
+            iteration=self.iteration,
+            env_steps=0,
+            grad_steps=self.grad_steps,
+            rollout=EpisodeStats.from_episodes((), (), ()),
+            train=mean_stats(stats),
+            eval=eval_stats,
+            time=TimeStats(
+                env_steps=0,
+                grad_steps=self.grad_steps,
+                episodes=0,
+                collect_s=0.0,
+                update_s=t_update - start,
+                eval_s=end - t_update,
+                iteration_s=end - start,
+                env_steps_per_s=0.0,
+            ),
+        )
+
+    def run(self, logger: Logger | None = None) -> EpochStats | None:
+        """Iterate until ``max_grad_steps``, writing every iteration to ``logger``; return the last stats.
+
+        Raises:
+            ValueError: ``max_grad_steps`` is ``None``.
+        """
+        if self.config.max_grad_steps is None:
+            raise ValueError("run() needs config.max_grad_steps")
+        last = None
+        for stats in self:
+            if logger is not None:
+                logger.write(stats)
+            last = stats
+        return last
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Write ``trainer.pt`` (algorithm, counters, torch RNG) into the directory ``path``
+        (the dataset is not copied: it lives at its own path)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        state = {
+            "config": dataclasses.asdict(self.config),
+            "algorithm": self.algorithm.state_dict(),
+            "iteration": self.iteration,
+            "grad_steps": self.grad_steps,
+            "evaluations": self._evaluations,
+            "torch_rng": torch.get_rng_state(),
+        }
+        torch.save(state, path / "trainer.pt")
+        return path
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore :meth:`save_checkpoint`.
+
+        Raises:
+            FileNotFoundError: ``path`` holds no checkpoint.
+        """
+        path = Path(path)
+        if not (path / "trainer.pt").is_file():
+            raise FileNotFoundError(f"no checkpoint in {path} (expected trainer.pt)")
+        state = torch.load(path / "trainer.pt", weights_only=False)
+        self.algorithm.load_state_dict(state["algorithm"])
+        self.iteration = int(state["iteration"])
+        self.grad_steps = int(state["grad_steps"])
+        self._evaluations = int(state["evaluations"])
+        torch.set_rng_state(state["torch_rng"])
+
+
+class GAILTrainer(OnPolicyTrainer):
+    """The GAIL loop (Ho & Ermon 2016, Algorithm 1) as an iterator of :class:`~rlcore.stats.EpochStats`.
+
+    An :class:`~rlcore.onpolicy_trainer.OnPolicyTrainer` whose sampler replaces the env reward with
+    :meth:`rlcore.algos.gail.GAIL.reward` (``reward_fn``); each ``next()`` samples a rollout, takes
+    the discriminator steps and the PPO update (:meth:`~rlcore.algos.gail.GAIL.update`; ``train`` is a
+    :class:`~rlcore.algos.gail.GAILStats`) and evaluates on the env reward. Episode statistics
+    (``rollout``, ``eval``) always use the env's own reward. Same iterator, ``zip`` and checkpoint
+    contract as the on-policy trainer.
+    """
+
+    def __init__(
+        self,
+        gail: GAIL,
+        envs: gym.vector.VectorEnv,
+        *,
+        config: OnPolicyTrainerConfig,
+        eval_envs: gym.vector.VectorEnv | None = None,
+    ) -> None:
+        super().__init__(gail, envs, config=config, eval_envs=eval_envs, reward_fn=gail.reward)
+
+
+# ---------------------------------------------------------------------------------- CLI
+
+
+def collect_expert_command(args: argparse.Namespace) -> int:
+    """``rlcore collect-expert`` (called by :func:`rlcore.cli.main`)."""
+    from rlcore.cli import UsageError
+
+    if args.episodes < 1:
+        raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
+    try:
+        data = collect_expert(
+            algo=args.algo,
+            env_id=args.env,
+            episodes=args.episodes,
+            out=args.out,
+            checkpoint=args.checkpoint,
+            steps=args.steps,
+            seed=args.seed,
+        )
+    except (FileNotFoundError, ValueError) as e:
+        raise UsageError(str(e)) from e
+    print(
+        f"expert: {args.env} {args.algo} return_mean={data.return_mean:.2f} return_std={data.return_std:.2f} "
+        f"episodes={data.episodes} transitions={data.transitions} (saved to {data.path})"
+    )
+    return 0
+
+
+def train_imitation(args: argparse.Namespace) -> int:
+    """``rlcore train --algo {bc,gail} --expert PATH --env ID`` (called by :func:`rlcore.cli.main`).
+
+    BC: ``--steps`` counts gradient steps (default 20k, batch 256). GAIL: ``--steps`` counts env
+    steps (default: 3x the PPO preset of the env); the generator uses the env's PPO preset.
+    """
+    from rlcore.algos.bc import BCConfig
+    from rlcore.algos.gail import GAILConfig
+    from rlcore.algos.ppo import PPOConfig
+    from rlcore.cli import UsageError, _make_envs
+    from rlcore.cli_onpolicy import on_policy_preset_for
+    from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
+
+    if args.expert is None:
+        raise UsageError(f"--algo {args.algo} needs --expert PATH (a dataset of `rlcore collect-expert`)")
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps must be >= 1, got {args.steps}")
+    try:
+        expert = rlcore.ReplayBuffer.load(args.expert)
+    except rlcore.errors.RlcoreError as e:
+        raise UsageError(f"--expert {args.expert}: {e}") from e
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    eval_envs = _make_envs(args.env, 5)
+    obs_space, act_space = eval_envs.single_observation_space, eval_envs.single_action_space
+    out = args.out or Path("runs") / f"{args.env}-{args.algo}-s{args.seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    trainer: Any
+    if args.algo == "bc":
+        steps = args.steps or 20_000
+        algo_config: Any = BCConfig()
+        bc = BC.from_spaces(obs_space, act_space, algo_config, device=args.device)
+        trainer_config: Any = OfflineTrainerConfig(
+            max_grad_steps=steps, grad_steps_per_iteration=500, eval_every=4, seed=args.seed
+        )
+        trainer = OfflineTrainer(bc, expert, config=trainer_config, eval_envs=eval_envs)
+        total = steps
+    else:
+        preset = on_policy_preset_for(args.env, "ppo")
+        steps = args.steps or 3 * preset.steps
+        num_envs = args.num_envs or preset.num_envs
+        overrides = dict(preset.algo)
+        if overrides.get("lr_anneal_env_steps") is True:
+            overrides["lr_anneal_env_steps"] = steps
+        ppo_config = PPOConfig(**overrides, seed=args.seed)
+        algo_config = GAILConfig(seed=args.seed)
+        envs = _make_envs(args.env, num_envs)
+        gail = GAIL.from_spaces(
+            obs_space, act_space, expert, algo_config, ppo_config, num_envs=num_envs, device=args.device
+        )
+        per_iter = preset.num_steps * num_envs
+        trainer_config = OnPolicyTrainerConfig(
+            max_env_steps=steps,
+            num_steps=preset.num_steps,
+            eval_every=max(1, preset.eval_every_env_steps // per_iter),
+            seed=args.seed,
+        )
+        trainer = GAILTrainer(gail, envs, config=trainer_config, eval_envs=eval_envs)
+        total = steps
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "command": "rlcore " + " ".join(sys.argv[1:]),
+                "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                "algo_config": dataclasses.asdict(algo_config),
+                "trainer_config": dataclasses.asdict(trainer_config),
+                "expert_transitions": len(expert),
+            },
+            indent=2,
+            default=str,
+        )
+    )
+    logger = MultiLogger(
+        ConsoleLogger(total if args.algo == "gail" else None, disable=args.no_progress),
+        JsonlLogger(out / "metrics.jsonl"),
+        TensorBoardLogger(out / "tb"),
+    )
+    try:
+        last = trainer.run(logger)
+    finally:
+        logger.close()
+    trainer.save_checkpoint(out / "checkpoint")
+    assert last is not None and last.eval is not None
+    print(
+        f"done: {args.env} {args.algo} grad_steps={last.grad_steps} env_steps={last.env_steps} "
+        f"eval/return_mean={last.eval.return_mean:.2f} (run dir: {out})"
+    )
+    return 0
