@@ -566,3 +566,35 @@ def test_rlcore_imports_without_the_peers():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_her_on_real_fetchreach_stream_matches_sb3_statistically():
+    """The same FetchReach-v4 stream (SB3's own collection, random actions) into SB3's HER buffer
+    and rlcore's: relabeled rewards and goal distances agree in distribution."""
+    gymnasium_robotics = pytest.importorskip("gymnasium_robotics")
+    gym.register_envs(gymnasium_robotics)
+    stats = {}
+    for name, klass in (("sb3", Sb3Her), ("rlcore", compat.HerReplayBuffer)):
+        model = sb3.SAC(
+            "MultiInputPolicy",
+            "FetchReach-v4",
+            seed=3,
+            learning_starts=100_000,
+            buffer_size=10_000,
+            replay_buffer_class=klass,
+            replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"),
+        )
+        model.learn(1000)
+        np.random.seed(0)  # noqa: NPY002 - SB3 samples from the global generator
+        rew, near = [], []
+        for _ in range(40):
+            s = model.replay_buffer.sample(256)
+            d = np.linalg.norm(
+                s.next_observations["achieved_goal"].numpy() - s.observations["desired_goal"].numpy(), axis=1
+            )
+            np.testing.assert_array_equal(s.rewards[:, 0].numpy(), -(d > 0.05).astype(F32))
+            rew.append(s.rewards.mean().item())
+            near.append((d < 0.02).mean())
+        stats[name] = (np.mean(rew), np.mean(near))
+    assert stats["rlcore"][0] == pytest.approx(stats["sb3"][0], abs=0.02), stats
+    assert stats["rlcore"][1] == pytest.approx(stats["sb3"][1], abs=0.02), stats
