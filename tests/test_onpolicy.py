@@ -471,3 +471,28 @@ def test_checkpoint_resume_yields_the_same_stats(tmp_path: Any) -> None:
         np.testing.assert_equal(vars(g.rollout), vars(w.rollout))  # NaN-aware
     with pytest.raises(FileNotFoundError):
         fresh.load_checkpoint(tmp_path / "missing")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_trains_on_policy_algorithms(tmp_path: Any) -> None:
+    from rlcore.cli import main
+
+    for algo, env_id in (("ppo", "CartPole-v1"), ("a2c", "CartPole-v1")):
+        out = tmp_path / algo
+        args = [
+            "train",
+            "--algo",
+            algo,
+            "--env",
+            env_id,
+            "--steps",
+            "300",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+        assert main([*args, "--device", "cpu"]) == 0
+        assert (out / "metrics.jsonl").is_file() and (out / "checkpoint" / "trainer.pt").is_file()
+    assert main(["train", "--algo", "vpg", "--env", "CartPole-v1", "--her"]) == 2
