@@ -43,7 +43,7 @@ from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.nets import ObsEncoder, mlp
 from rlcore.rollout import Rollout
 
-__all__ = ["GAIL", "Discriminator", "GAILConfig", "GAILStats"]
+__all__ = ["GAIL", "Discriminator", "DiscriminatorStats", "GAILConfig", "GAILStats", "gradient_penalty"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +74,20 @@ class GAILConfig:
             raise ValueError(f"grad_penalty must be >= 0, got {self.grad_penalty}")
         if self.reward not in ("softplus", "logit"):
             raise ValueError(f"reward must be 'softplus' or 'logit', got {self.reward!r}")
+
+
+@dataclass(frozen=True)
+class DiscriminatorStats:
+    """Statistics of the discriminator steps of one iteration."""
+
+    loss: float
+    """Binary cross-entropy (expert label 1, policy label 0), mean over the steps (NaN: no step)."""
+    expert_acc: float
+    """Share of expert pairs with ``D > 0.5`` at the last step."""
+    policy_acc: float
+    """Share of policy pairs with ``D < 0.5`` at the last step."""
+    grad_penalty: float
+    """Gradient penalty before its weight (0 when disabled), mean over the steps."""
 
 
 @dataclass(frozen=True)
@@ -285,19 +299,20 @@ class GAIL:
 
     # -- update --------------------------------------------------------------------------------
 
-    def update(self, rollout: Rollout) -> GAILStats:
-        """Discriminator steps on the rollout's valid pairs against expert samples, then one PPO update."""
+    def discriminator_update(self, rollout: Rollout) -> DiscriminatorStats:
+        """``disc_updates`` steps of the discriminator: ``disc_batch_size`` pairs drawn uniformly from the
+        rollout's valid rows (actions clipped as the env saw them) against as many expert samples."""
         c = self.config
         valid_TN = rollout.valid
         obs_PO = rollout.obs[valid_TN]
         act_PA = self._clip_act(rollout.act[valid_TN])
         n_policy = obs_PO.shape[0]
+        d = self.discriminator
         losses, gps = [], []
         acc_e = acc_p = float("nan")
-        for _ in range(c.disc_updates):
+        for _ in range(c.disc_updates if n_policy else 0):
             idx = self.rng.integers(0, n_policy, size=min(c.disc_batch_size, n_policy))
             expert = self.expert.sample(len(idx))
-            d = self.discriminator
             x_e = d.features(
                 torch.as_tensor(np.asarray(expert.obs), device=self.device),
                 torch.as_tensor(np.asarray(expert.act), device=self.device),
@@ -321,20 +336,31 @@ class GAIL:
             gps.append(gp.item())
             acc_e = (logit_e > 0).float().mean().item()
             acc_p = (logit_p < 0).float().mean().item()
+        nan = float("nan")
+        return DiscriminatorStats(
+            loss=float(np.mean(losses)) if losses else nan,
+            expert_acc=acc_e,
+            policy_acc=acc_p,
+            grad_penalty=float(np.mean(gps)) if gps else nan,
+        )
 
+    def update(self, rollout: Rollout) -> GAILStats:
+        """Discriminator steps on the rollout's valid pairs against expert samples, then one PPO update."""
+        disc = self.discriminator_update(rollout)
+        valid_TN = rollout.valid
         gen = self.generator.update(rollout)
         return GAILStats(
-            disc_loss=float(np.mean(losses)) if losses else float("nan"),
-            disc_expert_acc=acc_e,
-            disc_policy_acc=acc_p,
-            grad_penalty=float(np.mean(gps)) if gps else float("nan"),
+            disc_loss=disc.loss,
+            disc_expert_acc=disc.expert_acc,
+            disc_policy_acc=disc.policy_acc,
+            grad_penalty=disc.grad_penalty,
             learned_reward=float(rollout.rew[valid_TN].mean()),
             env_reward=float(rollout.env_rew[valid_TN].mean()),
             policy_loss=gen.policy_loss,
             value_loss=gen.value_loss,
             entropy=gen.entropy,
             approx_kl=gen.approx_kl,
-            grad_steps=gen.grad_steps + c.disc_updates,
+            grad_steps=gen.grad_steps + self.config.disc_updates,
             generator=gen,
         )
 
