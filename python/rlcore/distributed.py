@@ -141,7 +141,7 @@ def _stack(steps: list[Any]) -> Any:
     return np.stack(steps)
 
 
-def _take(x: Any, sel: np.ndarray) -> Any:
+def _take(x: Any, sel: np.ndarray | int) -> Any:
     if isinstance(x, Mapping):
         return {k: v[sel] for k, v in x.items()}
     return x[sel]
@@ -1326,11 +1326,13 @@ def _her_shard_buffer(
     if cfg["distance_threshold"] is None:
         import gymnasium as gym
 
-        if env_id is not None and env_id not in gym.registry:
-            import gymnasium_robotics
+        if env_id is None:
+            raise ApiUsageError("a HER shard with a Python compute_reward needs env_id to rebuild it")
+        if env_id not in gym.registry:
+            import gymnasium_robotics  # type: ignore[import-untyped]
 
             gym.register_envs(gymnasium_robotics)
-        compute_reward = gym.make(env_id).unwrapped.compute_reward
+        compute_reward = getattr(gym.make(env_id).unwrapped, "compute_reward")  # noqa: B009
     per = {k: cfg[k] for k in ("alpha", "beta", "eps")} if cfg.get("prioritized") else {}
     return rlcore.HERReplayBuffer(
         capacity,
