@@ -1,7 +1,7 @@
 """PPO on Pendulum-v1 (continuous actions): better than -400 within 150k env steps.
 
 Eight envs, rollouts of 256 steps (2048 transitions), 10 epochs of minibatches of 256, Adam 1e-3
-annealed linearly to 0, gamma 0.95, GAE lambda 0.95, clip 0.2, a diagonal Gaussian policy with a
+annealed linearly to 0, gamma 0.9 (the zoo's), GAE lambda 0.95, clip 0.2, a diagonal Gaussian policy with a
 state-independent log-std (actions clipped to the bounds by the sampler, log-probabilities of the
 unclipped sample), observation normalisation and reward scaling by the running return std.
 Pendulum episodes always end by truncation at 200 steps, so every episode end bootstraps from the
@@ -51,7 +51,7 @@ def main() -> None:
         PPOConfig(
             lr=1e-3,
             lr_anneal_env_steps=args.steps,
-            gamma=0.95,
+            gamma=0.9,
             gae_lambda=0.95,
             n_epochs=10,
             minibatch_size=256,

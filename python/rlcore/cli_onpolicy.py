@@ -63,7 +63,9 @@ def on_policy_preset_for(env_id: str, algo: str) -> OnPolicyPreset:
                     "clip_anneal_env_steps": 100_000,
                 },
             ),
-            "a2c": OnPolicyPreset(num_steps=5, eval_every_env_steps=5_000, algo={}),
+            "a2c": OnPolicyPreset(
+                num_steps=5, eval_every_env_steps=5_000, algo={"lr_anneal_env_steps": True}
+            ),
             "vpg": OnPolicyPreset(num_steps=250, eval_every_env_steps=6_000, algo={}),
         }[algo]
     if env_id.startswith("Pendulum"):
@@ -73,7 +75,7 @@ def on_policy_preset_for(env_id: str, algo: str) -> OnPolicyPreset:
             num_steps=256,
             eval_every_env_steps=10_240,
             algo={
-                "gamma": 0.95,
+                "gamma": 0.9,
                 "gae_lambda": 0.95,
                 "lr": 1e-3,
                 "lr_anneal_env_steps": True,
