@@ -269,14 +269,7 @@ impl ReplayCore {
     /// episode. So the window stops exactly at the episode end or the newest stored step,
     /// reading only adjacent records. HER also needs the episode bounds.
     fn plan_windows(&mut self, b: usize, n_step: usize, need_bounds: bool) -> Result<()> {
-        let span = n_step + 1;
-        for i in 0..b.min(PREFETCH_AHEAD) {
-            self.prefetch_rows(self.plan[i].p, span, 512);
-        }
         for i in 0..b {
-            if i + PREFETCH_AHEAD < b {
-                self.prefetch_rows(self.plan[i + PREFETCH_AHEAD].p, span, 512);
-            }
             let p = self.plan[i].p;
             let mut last = p;
             let mut q = self.next_row(p);
@@ -433,9 +426,6 @@ impl ReplayCore {
         for (i, pl) in plan.iter().enumerate() {
             if let Some(ahead) = plan.get(i + PREFETCH_AHEAD) {
                 self.prefetch(ahead.p);
-                if ahead.m > 1 {
-                    self.prefetch(ahead.q);
-                }
             }
             for (k, c) in self.obs_cols.iter().enumerate() {
                 let ib = c.item_bytes;
