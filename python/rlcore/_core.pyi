@@ -3,9 +3,8 @@
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
 
-from typing_extensions import disjoint_base
-
 import numpy as np
+from typing_extensions import disjoint_base
 
 __version__: str
 __all__ = [
