@@ -369,3 +369,26 @@ def test_clear_resets_priorities_and_running_max():
     b = buf.sample(16)
     assert buf.is_transition(b.indices).all()
     np.testing.assert_array_equal(b.weights, 1.0)
+
+
+def test_priority_stats_match_the_stored_priorities():
+    buf = rlcore.PrioritizedReplayBuffer(64, num_envs=2, alpha=0.7, seed=0)
+    assert buf.priority_stats() == (0.0, float("inf"), 1.0)
+    obs = np.zeros((2, 3), np.float32)
+    for t in range(20):
+        buf.add(
+            obs + t,
+            np.zeros((2, 1), np.float32),
+            np.ones(2),
+            np.zeros(2, bool),
+            np.full(2, t % 5 == 4),
+            obs + t + 1,
+        )
+    batch = buf.sample(16)
+    buf.update_priorities(batch.indices, np.linspace(0.1, 3.0, 16))
+    prios = buf.priorities(np.arange(buf.capacity))
+    total, pmin, pmax = buf.priority_stats()
+    assert total == pytest.approx(prios.sum(), rel=1e-12)
+    assert pmin == prios[prios > 0].min()
+    assert pmax == pytest.approx(max(1.0, (3.0 + buf.eps) ** 0.7))
+    assert rlcore.ReplayBuffer(10).priority_stats() is None

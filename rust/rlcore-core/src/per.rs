@@ -76,6 +76,15 @@ impl ReplayCore {
         Ok(skipped)
     }
 
+    /// `(total priority mass, smallest positive priority, priority given to new transitions)`
+    /// in O(1), or `None` for a buffer without prioritized replay. A sharded buffer samples each
+    /// shard in proportion to its mass and rescales weights with the global minimum.
+    pub fn priority_stats(&self) -> Option<(f64, f64, f64)> {
+        self.per
+            .as_ref()
+            .map(|p| (p.tree.total(), p.tree.min_positive(), p.max_p))
+    }
+
     /// Current priorities `(p + eps)^alpha` of the given rows (0 for non-transition rows).
     pub fn priorities(&self, idx: &[i64]) -> Result<Vec<f64>> {
         let Some(per) = self.per.as_ref() else {

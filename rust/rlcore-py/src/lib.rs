@@ -1238,6 +1238,12 @@ impl RawBuffer {
         self.lock(py)?.update_priorities(&idx, &pr).or_py(py)
     }
 
+    /// (total priority mass, smallest positive priority or inf, priority of new transitions),
+    /// O(1); None for a buffer without prioritized replay.
+    fn priority_stats(&self, py: Python<'_>) -> PyResult<Option<(f64, f64, f64)>> {
+        Ok(self.lock(py)?.priority_stats())
+    }
+
     /// float64 [K]: current `(p + eps) ** alpha` of rows `indices` (0 for non-transition rows).
     fn priorities<'py>(
         &self,
