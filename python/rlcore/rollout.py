@@ -25,8 +25,9 @@ Dimension letters: T time (vector steps), N envs, O observation shape, A action 
 
 from __future__ import annotations
 
+import pickle
 import time
-from collections.abc import Callable
+import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -34,13 +35,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from rlcore.collector import RewardFn
 from rlcore.returns import compute_gae
 from rlcore.stats import CollectStats
 
 __all__ = ["ActorCriticPolicy", "Rollout", "RolloutSampler", "RewardFn"]
-
-RewardFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-"""``reward_fn(obs, act, obs_next, rew) -> rew``: float ``[N]`` rewards to learn from instead of ``rew``."""
 
 
 @runtime_checkable
@@ -144,10 +143,6 @@ class Rollout:
         else:
             value_TN, next_TN = value, np.zeros_like(value)
         return compute_gae(rew_TN, value_TN, next_TN, self.terminated, self.truncated, gamma, gae_lambda)
-
-
-def _set_rows(dst: np.ndarray, src: Any, idx: np.ndarray) -> None:
-    dst[idx] = np.asarray(src)[idx]
 
 
 class RolloutSampler:
@@ -333,8 +328,6 @@ class RolloutSampler:
         The sub-envs themselves are pickled when they allow it (classic control does, MuJoCo does
         not), with the same rules as :meth:`rlcore.collector.Collector.state_dict`.
         """
-        import pickle
-
         blob: bytes | None = None
         sub_envs = getattr(self.envs, "envs", None)
         if sub_envs is not None:
@@ -354,9 +347,6 @@ class RolloutSampler:
 
     def load_state_dict(self, state: dict[str, Any], *, seed: int | None = None) -> None:
         """Restore :meth:`state_dict`; without an env snapshot, reset the envs with ``seed`` (warns)."""
-        import pickle
-        import warnings
-
         self.env_steps = int(state["env_steps"])
         self.episodes = int(state["episodes"])
         if state["envs"] is not None and hasattr(self.envs, "envs"):
