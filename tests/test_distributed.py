@@ -140,6 +140,10 @@ def test_uniform_matches_local(ray_session):
     # uniform over all stored transitions, across shards
     c = np.array([counts.get(i, 0) for i in ref], float)
     assert _chi2_ok(c, np.full(len(c), 1 / len(c)))
+    sharded.clear()
+    assert len(sharded) == 0
+    with pytest.raises(rlcore.errors.EmptyBufferError):
+        sharded.sample(8)
     sharded.close()
 
 
@@ -300,6 +304,9 @@ class _RandomAlgo:
 
     def update(self, batch):
         assert batch.obs.shape[0] == 64
+        if batch.weights is not None:  # priorities flow back through the trainer
+            assert batch.weights.dtype == np.float32 and (batch.weights <= 1).all()
+            self.priorities = np.abs(batch.rew).astype(np.float64) + 0.1
         return _Stats(loss=float(batch.rew.mean()))
 
     def state_dict(self):
@@ -313,10 +320,12 @@ def _make_envs(n):
 
 
 def test_killed_collector_restarts_and_keeps_rows(ray_session):
+    """A PER run: collectors write, the learner samples and sends priorities back; one collector is
+    killed mid-run."""
     from rlcore.trainer import OffPolicyTrainerConfig
 
     buf = ShardedReplayBuffer(
-        functools.partial(rlcore.ReplayBuffer, 20_000), num_shards=2, num_envs=2, seed=0
+        functools.partial(rlcore.PrioritizedReplayBuffer, 20_000), num_shards=2, num_envs=2, seed=0
     )
     trainer = DistributedTrainer(
         _RandomAlgo(),
@@ -324,7 +333,12 @@ def test_killed_collector_restarts_and_keeps_rows(ray_session):
         functools.partial(_make_envs, 1),
         _RandomAlgo,
         config=OffPolicyTrainerConfig(
-            max_env_steps=2_400, batch_size=64, utd_ratio=0.1, warmup_env_steps=200, seed=0
+            max_env_steps=2_400,
+            batch_size=64,
+            utd_ratio=0.1,
+            warmup_env_steps=200,
+            per_beta_end=1.0,
+            seed=0,
         ),
         dist=DistributedConfig(num_collectors=2, collect_env_steps=300, weight_sync_every=10, chunk_rows=100),
     )
@@ -344,6 +358,7 @@ def test_killed_collector_restarts_and_keeps_rows(ray_session):
     assert ray.get(victim.pid.remote()) != pid  # a new process serves the same handle
     assert len(buf) >= trainer.env_steps  # every completed collect call is stored
     assert trainer.grad_steps > 0
+    assert buf.beta == 1.0
     trainer.close()
     buf.close()
 

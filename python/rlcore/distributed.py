@@ -833,6 +833,13 @@ class ShardedReplayBuffer:
         _ray().get([s.load_state_dict.remote(st) for s, st in zip(self.shards, state["shards"], strict=True)])
         self._stats = None
 
+    def clear(self) -> None:
+        """Empty every shard (memory stays allocated, as ``ReplayBuffer.clear``); queued rows of
+        this client are sent first and cleared too."""
+        self.flush(wait=True)
+        _ray().get([s.clear.remote() for s in self.shards])
+        self._stats = None
+
     def close(self) -> None:
         """Kill the shard actors (their data is gone)."""
         ray = _ray()
@@ -1021,12 +1028,17 @@ class DistributedConfig:
     """Rows per chunk a collector sends to the shards."""
     max_collector_restarts: int = 10
     """How often Ray restarts a dead collector actor (-1: always)."""
+    eval_every_env_steps: int | None = None
+    """Evaluate whenever the env steps pass a multiple of this (and at the end) instead of every
+    ``config.eval_every`` iterations (an iteration takes one or more collect calls)."""
 
     def __post_init__(self) -> None:
         if self.num_collectors < 1 or self.collect_env_steps < 1 or self.weight_sync_every < 1:
             raise ValueError("num_collectors, collect_env_steps and weight_sync_every must be >= 1")
         if self.chunk_rows < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {self.chunk_rows}")
+        if self.eval_every_env_steps is not None and self.eval_every_env_steps < 1:
+            raise ValueError(f"eval_every_env_steps must be >= 1 or None, got {self.eval_every_env_steps}")
 
 
 class DistributedTrainer:
@@ -1037,11 +1049,17 @@ class DistributedTrainer:
     next call at once (so they step while the learner updates; they are at most one call ahead),
     run ``utd_ratio`` gradient steps per env step collected after the warm-up (prefetching the next
     batch during each update), send the new priorities back, publish the weights every
-    ``weight_sync_every`` gradient steps, and evaluate every ``eval_every`` iterations.
+    ``weight_sync_every`` gradient steps, and evaluate every ``eval_every`` iterations (or every
+    ``dist.eval_every_env_steps`` env steps) and at the end.
 
     A collector actor that dies is restarted by Ray (``max_collector_restarts``); its call in
-    flight is lost (counted in ``collector_restarts``), and rows it had already stored stay in the
-    shards. The restarted actor starts fresh episodes and pulls the newest weights.
+    flight is lost and its env steps are asked for again (``collector_failures`` counts lost calls,
+    ``collector_restarts`` restarted actors that reported back), and rows it had already stored
+    stay in the shards. The restarted actor starts fresh episodes (new seed) and pulls the newest
+    weights. A collector still restarting is asked again after 0.5 s, without blocking the learner.
+
+    Raises (from ``next()``):
+        ray.exceptions.RayActorError: a collector died more than ``max_collector_restarts`` times.
 
     Args:
         algorithm: the learner (``update``, ``act``, ``priorities``).
@@ -1240,7 +1258,12 @@ class DistributedTrainer:
         self.iteration += 1
         eval_stats = None
         last = self.done and not self._inflight
-        if c.eval_every is not None and (self.iteration % c.eval_every == 0 or last):
+        every = self.dist.eval_every_env_steps
+        if every is not None:
+            due = self.env_steps // every > (self.env_steps - collected) // every
+        else:
+            due = c.eval_every is not None and self.iteration % c.eval_every == 0
+        if self.eval_envs is not None and (due or (last and (every is not None or c.eval_every is not None))):
             eval_stats = self.evaluate()
         end = time.perf_counter()
         return EpochStats(
@@ -1411,12 +1434,8 @@ def trainer_from_cli(
         num_envs=streams,
         seed=args.seed,
     )
-    dist = DistributedConfig(num_collectors=k)
-    if config.eval_every is not None:
-        eval_env_steps = config.eval_every * config.collect_env_steps
-        # an iteration usually takes one call per collector
-        calls = dist.collect_env_steps * dist.num_collectors
-        config = dataclasses.replace(config, eval_every=max(1, eval_env_steps // calls))
+    every = None if config.eval_every is None else config.eval_every * config.collect_env_steps
+    dist = DistributedConfig(num_collectors=k, eval_every_env_steps=every)
     return DistributedTrainer(
         algorithm, sharded, make_envs, make_policy, config=config, dist=dist, eval_envs=eval_envs
     )
