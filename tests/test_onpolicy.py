@@ -496,3 +496,16 @@ def test_cli_trains_on_policy_algorithms(tmp_path: Any) -> None:
         assert main([*args, "--device", "cpu"]) == 0
         assert (out / "metrics.jsonl").is_file() and (out / "checkpoint" / "trainer.pt").is_file()
     assert main(["train", "--algo", "vpg", "--env", "CartPole-v1", "--her"]) == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_ppo_on_cuda(env_id: str) -> None:
+    envs = make_envs(env_id)
+    cfg = PPOConfig(n_epochs=2, minibatch_size=32, normalize_obs=True, normalize_returns=True)
+    ppo = PPO.from_spaces(
+        envs.single_observation_space, envs.single_action_space, cfg, num_envs=2, device="cuda"
+    )
+    assert next(ppo.policy.parameters()).device.type == "cuda"
+    stats = list(OnPolicyTrainer(ppo, envs, config=OnPolicyTrainerConfig(max_env_steps=128, num_steps=32)))
+    assert math.isfinite(stats[-1].train.policy_loss)
