@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from rlcore.batch import TransitionBatch
-from rlcore.errors import ApiUsageError, EmptyBufferError, InvalidValueError, SaveFileError
+from rlcore.errors import ApiUsageError, EmptyBufferError, InvalidValueError, SaveFileError, ShapeError
 
 __all__ = [
     "BufferShard",
@@ -145,6 +145,12 @@ def _take(x: Any, sel: np.ndarray | int) -> Any:
     if isinstance(x, Mapping):
         return {k: v[sel] for k, v in x.items()}
     return x[sel]
+
+
+def _copy(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {k: np.array(v) for k, v in x.items()}
+    return np.array(x)
 
 
 def _pad(x: Any, first: int, total: int) -> Any:
@@ -314,6 +320,16 @@ class ShardedAddResult:
     episode_lengths: np.ndarray
 
 
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+_NO_DONE = ShardedAddResult(
+    _frozen(np.zeros(0, np.int64)), _frozen(np.zeros(0)), _frozen(np.zeros(0, np.int64))
+)
+
+
 class ShardWriter:
     """Buffers vector steps of env streams ``first_env .. first_env + num_envs - 1`` and sends them
     to the shards in chunks of about ``chunk_rows`` rows (one call per shard that gets rows).
@@ -351,6 +367,8 @@ class ShardWriter:
         self.chunk_rows = int(chunk_rows)
         self.max_inflight = int(max_inflight)
         self._route_N = (self.first_env + np.arange(self.num_envs)) % len(self.shards)
+        self._all_N = np.ones(self.num_envs, bool)
+        self._all_N.flags.writeable = False
         self._reset_pending()
         self._ret_N = np.zeros(self.num_envs)
         self._len_N = np.zeros(self.num_envs, dtype=np.int64)
@@ -402,35 +420,37 @@ class ShardWriter:
             ShapeError: ``rew``/``terminated``/``truncated``/``mask`` are not ``[N]``.
             Errors of earlier chunks (see the class docstring).
         """
-        from rlcore.errors import ShapeError
-
         n = self.num_envs
         rew_N = np.array(rew, copy=True)
-        term_N = np.asarray(terminated).astype(bool)
-        trunc_N = np.asarray(truncated).astype(bool)
-        mask_N = np.ones(n, bool) if mask is None else np.asarray(mask).astype(bool)
-        for name, a in (("rew", rew_N), ("terminated", term_N), ("truncated", trunc_N), ("mask", mask_N)):
-            if a.shape != (n,):
-                raise ShapeError(f"{name}: expected shape [{n}] (one per env of this writer), got {a.shape}")
-
-        def copy(x: Any) -> Any:
-            if isinstance(x, Mapping):
-                return {k: np.array(v, copy=True) for k, v in x.items()}
-            return np.array(x, copy=True)
-
+        term_N = np.array(terminated, dtype=bool)
+        trunc_N = np.array(truncated, dtype=bool)
+        mask_N = self._all_N if mask is None else np.array(mask, dtype=bool)
+        if not rew_N.shape == term_N.shape == trunc_N.shape == mask_N.shape == (n,):
+            raise ShapeError(
+                f"rew, terminated, truncated and mask must have shape [{n}] (one per env of this writer), "
+                f"got {rew_N.shape}, {term_N.shape}, {trunc_N.shape}, {mask_N.shape}"
+            )
         self._steps.append(
-            (copy(obs), copy(act), rew_N, term_N, trunc_N, copy(obs_next), mask_N, copy(dict(extras)))
+            (_copy(obs), np.array(act), rew_N, term_N, trunc_N, _copy(obs_next), mask_N, _copy(extras))
         )
         self._shard_TN.append(self._route_N.copy())
         done_N = (term_N | trunc_N) & mask_N
-        self._ret_N += np.where(mask_N, rew_N, 0.0)
-        self._len_N += mask_N
-        done = np.flatnonzero(done_N)
-        result = ShardedAddResult(done, self._ret_N[done].copy(), self._len_N[done].copy())
-        self._ret_N[done] = 0.0
-        self._len_N[done] = 0
-        self._route_N[done] = (self._route_N[done] + 1) % len(self.shards)
-        self._pending_rows += int(mask_N.sum())
+        if mask is None:
+            self._ret_N += rew_N
+            self._len_N += 1
+            self._pending_rows += n
+        else:
+            self._ret_N += rew_N * mask_N
+            self._len_N += mask_N
+            self._pending_rows += int(mask_N.sum())
+        if done_N.any():
+            done = np.flatnonzero(done_N)
+            result = ShardedAddResult(done, self._ret_N[done], self._len_N[done])
+            self._ret_N[done] = 0.0
+            self._len_N[done] = 0
+            self._route_N[done] = (self._route_N[done] + 1) % len(self.shards)
+        else:
+            result = _NO_DONE
         if self._pending_rows >= self.chunk_rows:
             self.flush()
         return result
@@ -777,8 +797,6 @@ class ShardedReplayBuffer:
             InvalidValueError: an index outside ``[0, capacity)``; with ``wait=True`` also the
                 core's errors (negative or NaN priorities).
         """
-        from rlcore.errors import ShapeError
-
         idx = np.asarray(indices, dtype=np.int64).reshape(-1) if np.ndim(indices) else np.asarray([indices])
         prio = np.asarray(priorities, dtype=np.float64).reshape(-1)
         if idx.shape != prio.shape:
