@@ -3,7 +3,7 @@
 One SAC update (Pendulum-sized: obs 3, act 1, two 256x256 critics, batch 256, one torch thread) is
 timed with its batch from (a) a local ``ReplayBuffer``, (b) a ``ShardedReplayBuffer`` sampled
 synchronously, (c) the same with a ``PrefetchingSampler`` (one request in flight during the
-update). All buffers hold the same 20,000 random transitions. Configurations alternate within each
+update), (d) the same with 4 batches per request (one Ray call per shard every 4 steps). All buffers hold the same 20,000 random transitions. Configurations alternate within each
 round; the report gives the median over rounds of the mean time per gradient step, and the overhead
 relative to the local buffer of the same round.
 
@@ -85,6 +85,14 @@ def main() -> None:
             sac.update(next(sampler))
         return (time.perf_counter() - t) / args.steps
 
+    def run_prefetch4(buf: ShardedReplayBuffer) -> float:
+        sampler = buf.prefetch(256, batches_per_request=4)
+        next(sampler)
+        t = time.perf_counter()
+        for _ in range(args.steps):
+            sac.update(next(sampler))
+        return (time.perf_counter() - t) / args.steps
+
     def run_sample_only(buf: ShardedReplayBuffer) -> float:
         t = time.perf_counter()
         for _ in range(args.steps):
@@ -101,6 +109,7 @@ def main() -> None:
             for name, fn in (
                 ("sync", run_sync),
                 ("prefetch", run_prefetch),
+                ("prefetch, 4 batches per request", run_prefetch4),
                 ("sample only", run_sample_only),
             ):
                 key = f"{s} shard(s), {name}"

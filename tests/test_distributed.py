@@ -140,6 +140,15 @@ def test_uniform_matches_local(ray_session):
     # uniform over all stored transitions, across shards
     c = np.array([counts.get(i, 0) for i in ref], float)
     assert _chi2_ok(c, np.full(len(c), 1 / len(c)))
+    # prefetched batches, several per request, are the same kind of batches
+    sampler = sharded.prefetch(64, n_step=3, gamma=0.9, batches_per_request=3)
+    for _ in range(7):
+        b = next(sampler)
+        assert b.obs.shape == (64, 3)
+        for i, r, d, on in zip(b.obs[:, 0], b.rew, b.discount, b.obs_next[:, 0], strict=True):
+            assert ref[int(i)] == (r, d, on)
+    with pytest.raises(rlcore.errors.ApiUsageError):
+        sharded.sample_async(8, num_batches=2).result()
     sharded.clear()
     assert len(sharded) == 0
     with pytest.raises(rlcore.errors.EmptyBufferError):

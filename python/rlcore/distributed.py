@@ -259,12 +259,11 @@ class BufferShard:
         return int(mask.sum())
 
     def sample(
-        self, batch_size: int, n_step: int, gamma: float
-    ) -> tuple[tuple[Any, ...] | None, tuple[int, float, float]]:
-        """``(batch fields or None when batch_size == 0, stats())``."""
-        fields = None
-        if batch_size > 0:
-            fields = tuple(self.buffer.sample(batch_size, n_step=n_step, gamma=gamma))
+        self, sizes: list[int], n_step: int, gamma: float
+    ) -> tuple[list[tuple[Any, ...] | None], tuple[int, float, float]]:
+        """One batch per entry of ``sizes``: ``([batch fields, or None for size 0], stats())``."""
+        sample = self.buffer.sample
+        fields = [tuple(sample(b, n_step=n_step, gamma=gamma)) if b > 0 else None for b in sizes]
         return fields, self.stats()
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> int:
@@ -523,9 +522,19 @@ class PendingSample:
         self._beta = beta
 
     def result(self, out: TransitionBatch | None = None) -> TransitionBatch:
-        """Wait for the shards' parts and assemble the batch (see ``ShardedReplayBuffer.sample``)."""
+        """Wait for the shards' parts and assemble the batch (see ``ShardedReplayBuffer.sample``).
+
+        Raises:
+            ApiUsageError: the request was for several batches (use :meth:`results`).
+        """
+        if self._counts.shape[0] != 1:
+            raise ApiUsageError(f"this request holds {self._counts.shape[0]} batches; use results()")
+        return self._client._assemble(_ray().get(self._refs), self._beta, 0, out)
+
+    def results(self) -> list[TransitionBatch]:
+        """Wait for the shards' parts and assemble every batch of the request."""
         replies = _ray().get(self._refs)
-        return self._client._assemble(replies, self._counts, self._beta, out)
+        return [self._client._assemble(replies, self._beta, j, None) for j in range(self._counts.shape[0])]
 
 
 class ShardedReplayBuffer:
@@ -688,18 +697,23 @@ class ShardedReplayBuffer:
         self._stats = np.array(ray.get([s.stats.remote() for s in self.shards]), dtype=np.float64)
         return self._stats
 
-    def sample_async(self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99) -> PendingSample:
-        """Send one sample request to the shards and return at once; ``.result()`` gives the
-        batch. Requests from one client are served in order, after its earlier adds and priority
-        updates.
+    def sample_async(
+        self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99, num_batches: int = 1
+    ) -> PendingSample:
+        """Send one sample request to the shards (one Ray call per shard) and return at once;
+        ``.result()`` gives the batch (``.results()`` the ``num_batches`` batches, each drawn
+        independently). Requests from one client are served in order, after its earlier adds and
+        priority updates.
 
         Raises:
-            InvalidValueError: batch_size < 1, n_step < 1 or gamma outside [0, 1].
+            InvalidValueError: batch_size < 1, n_step < 1, gamma outside [0, 1] or
+                num_batches < 1.
             EmptyBufferError: no shard holds a transition.
         """
-        if batch_size < 1 or n_step < 1 or not 0.0 <= gamma <= 1.0:
+        if batch_size < 1 or n_step < 1 or not 0.0 <= gamma <= 1.0 or num_batches < 1:
             raise InvalidValueError(
-                f"need batch_size >= 1, n_step >= 1 and gamma in [0, 1]; got {batch_size}, {n_step}, {gamma}"
+                "need batch_size >= 1, n_step >= 1, gamma in [0, 1] and num_batches >= 1; got "
+                f"{batch_size}, {n_step}, {gamma}, {num_batches}"
             )
         self.flush()
         stats = self._stats
@@ -709,9 +723,9 @@ class ShardedReplayBuffer:
         if mass_S.sum() <= 0:
             raise EmptyBufferError("the sharded buffer holds no transition yet; add some before sampling")
         with self._lock:
-            counts = self._rng.multinomial(batch_size, mass_S / mass_S.sum())
+            counts = self._rng.multinomial(batch_size, mass_S / mass_S.sum(), size=num_batches)  # [k, S]
         refs = [
-            s.sample.remote(int(b), n_step, float(gamma)) for s, b in zip(self.shards, counts, strict=True)
+            s.sample.remote(counts[:, i].tolist(), n_step, float(gamma)) for i, s in enumerate(self.shards)
         ]
         return PendingSample(self, refs, counts, self._beta)
 
@@ -740,10 +754,10 @@ class ShardedReplayBuffer:
         return self.sample_async(batch_size, n_step=n_step, gamma=gamma).result(out)
 
     def _assemble(
-        self, replies: list[Any], counts: np.ndarray, beta: float | None, out: TransitionBatch | None
+        self, replies: list[Any], beta: float | None, j: int, out: TransitionBatch | None
     ) -> TransitionBatch:
         self._stats = np.array([r[1] for r in replies], dtype=np.float64)
-        parts = [(s, r[0]) for s, r in enumerate(replies) if r[0] is not None]
+        parts = [(s, r[0][j]) for s, r in enumerate(replies) if r[0][j] is not None]
         fields = [[p[1][k] for p in parts] for k in range(10)]
         o = out
         indices = _concat(
@@ -774,9 +788,13 @@ class ShardedReplayBuffer:
             extras=extras,
         )
 
-    def prefetch(self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99) -> PrefetchingSampler:
+    def prefetch(
+        self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99, batches_per_request: int = 1
+    ) -> PrefetchingSampler:
         """A :class:`PrefetchingSampler` over this buffer."""
-        return PrefetchingSampler(self, batch_size, n_step=n_step, gamma=gamma)
+        return PrefetchingSampler(
+            self, batch_size, n_step=n_step, gamma=gamma, batches_per_request=batches_per_request
+        )
 
     # -- priorities ---------------------------------------------------------------------------
 
@@ -894,32 +912,50 @@ class PrefetchingSampler:
     """Keeps one sample request in flight: ``next()`` waits for the pending batch, sends the next
     request, and returns the batch, so the shards sample while the learner updates.
 
-    The batch a learner gets was drawn before the priority update of the previous batch reached
-    the shards (one step of priority staleness, as in Ape-X, Horgan et al. 2018, sec. 3).
+    With ``batches_per_request = k`` each request asks every shard for k batches in one Ray call,
+    which divides the per-call cost (submission, transfer, deserialisation in the learner's
+    process) by k.
+
+    The batch a learner gets was drawn before the priority updates of the previous 1 to 2k - 1
+    batches reached the shards (priority staleness, as in Ape-X, Horgan et al. 2018, sec. 3).
     """
 
     def __init__(
-        self, buffer: ShardedReplayBuffer, batch_size: int, *, n_step: int = 1, gamma: float = 0.99
+        self,
+        buffer: ShardedReplayBuffer,
+        batch_size: int,
+        *,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        batches_per_request: int = 1,
     ) -> None:
+        if batches_per_request < 1:
+            raise InvalidValueError(f"batches_per_request must be >= 1, got {batches_per_request}")
         self.buffer = buffer
         self.batch_size, self.n_step, self.gamma = int(batch_size), int(n_step), float(gamma)
+        self.batches_per_request = int(batches_per_request)
         self._pending: PendingSample | None = None
+        self._ready: collections.deque[TransitionBatch] = collections.deque()
 
     def __iter__(self) -> Iterator[TransitionBatch]:
         return self
 
     def __next__(self) -> TransitionBatch:
-        pending = self._pending or self._request()
-        batch = pending.result()
-        self._pending = self._request()
-        return batch
+        if not self._ready:
+            pending = self._pending or self._request()
+            self._ready.extend(pending.results())
+            self._pending = self._request()
+        return self._ready.popleft()
 
     def _request(self) -> PendingSample:
-        return self.buffer.sample_async(self.batch_size, n_step=self.n_step, gamma=self.gamma)
+        return self.buffer.sample_async(
+            self.batch_size, n_step=self.n_step, gamma=self.gamma, num_batches=self.batches_per_request
+        )
 
     def discard(self) -> None:
-        """Drop the request in flight (e.g. before changing ``beta`` for good)."""
+        """Drop the request in flight and the batches not yet handed out."""
         self._pending = None
+        self._ready.clear()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1042,6 +1078,9 @@ class DistributedConfig:
     their next collect call."""
     prefetch: bool = True
     """Keep one sample request in flight while the update runs."""
+    batches_per_request: int = 1
+    """Batches per prefetched sample request (one Ray call per shard serves this many gradient
+    steps; more priority staleness)."""
     chunk_rows: int = 256
     """Rows per chunk a collector sends to the shards."""
     max_collector_restarts: int = 10
@@ -1142,7 +1181,12 @@ class DistributedTrainer:
         self._inflight: dict[Any, tuple[int, int]] = {}
         self._beta_start = buffer.beta
         self._sampler = (
-            buffer.prefetch(config.batch_size, n_step=config.n_step, gamma=config.gamma)
+            buffer.prefetch(
+                config.batch_size,
+                n_step=config.n_step,
+                gamma=config.gamma,
+                batches_per_request=dist.batches_per_request,
+            )
             if dist.prefetch
             else None
         )
