@@ -3,8 +3,8 @@
 One SAC update (Pendulum-sized: obs 3, act 1, two 256x256 critics, batch 256, one torch thread) is
 timed with its batch from (a) a local ``ReplayBuffer``, (b) a ``ShardedReplayBuffer`` sampled
 synchronously, (c) the same with a ``PrefetchingSampler`` (one request in flight during the
-update), (d) the same with 4 batches per request (one Ray call per shard every 4 steps). All buffers hold the same 20,000 random transitions. Configurations alternate within each
-round; the report gives the median over rounds of the mean time per gradient step, and the overhead
+update), (d) the same with 4 batches per request (one Ray call per shard every 4 steps). All
+buffers hold the same 20,000 random transitions. Configurations alternate within each round; the report gives the median over rounds of the mean time per gradient step, and the overhead
 relative to the local buffer of the same round.
 
     nice -n 10 python benches/distributed_overhead.py --rounds 3 --steps 300
