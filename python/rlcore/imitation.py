@@ -511,6 +511,9 @@ def train_imitation(args: argparse.Namespace) -> int:
                 "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                 "algo_config": dataclasses.asdict(algo_config),
                 "trainer_config": dataclasses.asdict(trainer_config),
+                "ppo_config": dataclasses.asdict(trainer.algorithm.generator.config)
+                if args.algo == "gail"
+                else None,
                 "expert_transitions": len(expert),
             },
             indent=2,
