@@ -116,14 +116,14 @@ def run(task: str, buffer: str, seed: int, steps: int) -> dict[str, Any]:
 
 def report(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    by: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        by[(r["task"], r["buffer"])].append(r)
+        by[(r["task"], r["steps"], r["buffer"])].append(r)
     lines = [
         "| task | buffer | seeds | env steps | final score per seed | sample µs/grad step (median) | add µs/env step (median) | buffer share of wall time |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for (task, buffer), rs in sorted(by.items()):
+    for (task, _, buffer), rs in sorted(by.items()):
         rs.sort(key=lambda r: r["seed"])
         lines.append(
             f"| {task} | {buffer} | {', '.join(str(r['seed']) for r in rs)} | {rs[0]['steps']} | "
