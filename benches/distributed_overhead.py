@@ -4,8 +4,11 @@ One SAC update (Pendulum-sized: obs 3, act 1, two 256x256 critics, batch 256, on
 timed with its batch from (a) a local ``ReplayBuffer``, (b) a ``ShardedReplayBuffer`` sampled
 synchronously, (c) the same with a ``PrefetchingSampler`` (one request in flight during the
 update), (d) the same with 4 batches per request (one Ray call per shard every 4 steps). All
-buffers hold the same 20,000 random transitions. Configurations alternate within each round; the report gives the median over rounds of the mean time per gradient step, and the overhead
-relative to the local buffer of the same round.
+buffers hold the same 20,000 random transitions. Configurations alternate within each round; the report gives medians over rounds of: wall time per gradient step, the part of it spent
+waiting for the batch (``sample``/``next(sampler)``), the learner process's CPU time per step, and
+the overhead: extra waiting time versus the local ``sample`` of the same round, relative to the
+update time of the same run (load noise mostly cancels out of this figure; on a loaded machine the
+wall totals do not).
 
     nice -n 10 python benches/distributed_overhead.py --rounds 3 --steps 300
 
@@ -65,67 +68,57 @@ def main() -> None:
         ingest[name] = (time.perf_counter() - t) / 20_000
         assert len(buf) == 20_000
 
-    def run_local() -> float:
-        t = time.perf_counter()
+    def timed(get_batch) -> tuple[float, float, float]:
+        """(wall s per step, wall s per step spent getting the batch, learner CPU s per step)."""
+        t_get = 0.0
+        cpu, t0 = time.process_time(), time.perf_counter()
         for _ in range(args.steps):
-            sac.update(local.sample(256))
-        return (time.perf_counter() - t) / args.steps
+            t = time.perf_counter()
+            batch = get_batch()
+            t_get += time.perf_counter() - t
+            sac.update(batch)
+        n = args.steps
+        return (time.perf_counter() - t0) / n, t_get / n, (time.process_time() - cpu) / n
 
-    def run_sync(buf: ShardedReplayBuffer) -> float:
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            sac.update(buf.sample(256))
-        return (time.perf_counter() - t) / args.steps
+    def configs(s: int, buf: ShardedReplayBuffer):
+        yield f"{s} shard(s), synchronous", lambda: buf.sample(256)
+        for k in (1, 4):
+            sampler = buf.prefetch(256, batches_per_request=k)
+            next(sampler)  # the first request is not hidden
+            yield f"{s} shard(s), prefetch, {k} batch(es) per request", lambda sampler=sampler: next(sampler)
 
-    def run_prefetch(buf: ShardedReplayBuffer) -> float:
-        sampler = buf.prefetch(256)
-        next(sampler)  # the first request is not hidden
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            sac.update(next(sampler))
-        return (time.perf_counter() - t) / args.steps
-
-    def run_prefetch4(buf: ShardedReplayBuffer) -> float:
-        sampler = buf.prefetch(256, batches_per_request=4)
-        next(sampler)
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            sac.update(next(sampler))
-        return (time.perf_counter() - t) / args.steps
-
-    def run_sample_only(buf: ShardedReplayBuffer) -> float:
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            buf.sample(256)
-        return (time.perf_counter() - t) / args.steps
-
-    results: dict[str, list[float]] = {}
-    overheads: dict[str, list[float]] = {}
-    run_local()  # warm up torch
+    rows: dict[str, list[tuple[float, float, float, float]]] = {}
+    timed(lambda: local.sample(256))  # warm up torch
     for _ in range(args.rounds):
-        base = run_local()
-        results.setdefault("local", []).append(base)
+        base = timed(lambda: local.sample(256))
+        rows.setdefault("local ReplayBuffer", []).append((*base, 0.0))
         for s, buf in sharded.items():
-            for name, fn in (
-                ("sync", run_sync),
-                ("prefetch", run_prefetch),
-                ("prefetch, 4 batches per request", run_prefetch4),
-                ("sample only", run_sample_only),
-            ):
-                key = f"{s} shard(s), {name}"
-                v = fn(buf)
-                results.setdefault(key, []).append(v)
-                if name != "sample only":
-                    overheads.setdefault(key, []).append(v / base - 1)
-    print("| configuration | ms per gradient step (median of rounds) | overhead vs local (median) |")
-    print("|---|---|---|")
-    for key, vals in results.items():
-        ov = overheads.get(key)
-        ov_s = f"{100 * statistics.median(ov):+.1f} %" if ov else "—"
-        print(f"| {key} | {1e3 * statistics.median(vals):.2f} | {ov_s} |")
+            for key, get in configs(s, buf):
+                r = timed(get)
+                # overhead: extra time waiting for the batch (vs the local sample of this round),
+                # relative to the update time measured in the same run
+                rows.setdefault(key, []).append((*r, (r[1] - base[1]) / (r[0] - r[1])))
+            t = time.perf_counter()
+            for _ in range(args.steps):
+                buf.sample(256)
+            rows.setdefault(f"{s} shard(s), sample only (no update)", []).append(
+                ((time.perf_counter() - t) / args.steps, float("nan"), float("nan"), float("nan"))
+            )
+
+    med = statistics.median
+    print(
+        "| configuration | wall ms per step | ms per step waiting for the batch | learner CPU ms per step "
+        "| added to the update by remote sampling |"
+    )
+    print("|---|---|---|---|---|")
+    for key, vals in rows.items():
+        w, g, c, o = (med(v[i] for v in vals) for i in range(4))
+        cells = [f"{1e3 * w:.2f}"] + ["—" if x != x else f"{1e3 * x:.2f}" for x in (g, c)]
+        cells.append("—" if o != o or key.startswith("local") else f"{100 * o:+.1f} %")
+        print(f"| {key} | " + " | ".join(cells) + " |")
     print("add (one 1-env step per call, incl. generating the data), us per row:")
     print({k: round(1e6 * v, 1) for k, v in ingest.items()})
-    print("rounds:", {k: [round(1e3 * v, 2) for v in vals] for k, vals in results.items()})
+    print("rounds (wall ms per step):", {k: [round(1e3 * v[0], 2) for v in vals] for k, vals in rows.items()})
 
 
 if __name__ == "__main__":
