@@ -258,3 +258,15 @@ def test_gail_config_rejects_bad_values() -> None:
         GAILConfig(grad_penalty=-1.0)
     with pytest.raises(ValueError):
         OfflineTrainerConfig(batch_size=0)
+
+
+@pytest.mark.parametrize(("algo", "steps"), [("bc", "50"), ("gail", "512")])
+def test_cli_trains_bc_and_gail_from_a_dataset(
+    algo: str, steps: str, cartpole_data: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cartpole_data[0].save(tmp_path / "data")
+    argv = ["train", "--algo", algo, "--env", "CartPole-v1", "--expert", str(tmp_path / "data")]
+    assert main([*argv, "--steps", steps, "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    assert f"done: CartPole-v1 {algo}" in capsys.readouterr().out
+    for name in ("config.json", "metrics.jsonl", "checkpoint/trainer.pt"):
+        assert (tmp_path / "run" / name).is_file()
