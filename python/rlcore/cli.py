@@ -283,14 +283,14 @@ def _train(args: argparse.Namespace) -> int:
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
 
+    if args.distributed and args.algo not in ("dqn", "ddpg", "td3", "sac"):
+        raise UsageError(f"--distributed supports dqn, ddpg, td3 and sac, not {args.algo}")
     if args.algo in IMITATION_ALGOS:
         from rlcore.imitation import train_imitation
 
         return train_imitation(args)
     if args.expert is not None:
         raise UsageError(f"--expert is for --algo bc or gail, not {args.algo}")
-    if args.algo in ("vpg", "a2c", "ppo") and args.distributed:
-        raise UsageError(f"--distributed supports dqn, ddpg, td3 and sac, not {args.algo}")
     if args.algo in ("vpg", "a2c", "ppo"):
         from rlcore.cli_onpolicy import train_on_policy
 
