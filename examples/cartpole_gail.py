@@ -42,7 +42,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--grad-penalty", type=float, default=10.0, help="discriminator gradient penalty")
     parser.add_argument("--disc-lr", type=float, default=3e-4, help="discriminator learning rate")
     parser.add_argument("--disc-updates", type=int, default=1, help="discriminator steps per rollout")
-    parser.add_argument("--ent-coef", type=float, default=0.0, help="PPO entropy bonus")
+    parser.add_argument("--ent-coef", type=float, default=0.01, help="PPO entropy bonus")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="run directory (metrics.jsonl)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
