@@ -450,7 +450,7 @@ def train_imitation(args: argparse.Namespace) -> int:
 
     BC: ``--steps`` counts gradient steps (default 20k, batch 256). GAIL: ``--steps`` counts env
     steps (default: 3x the PPO preset of the env); the generator uses the env's PPO preset plus an
-    entropy bonus of 0.01, the
+    entropy bonus of 0.01 for Discrete actions, the
     discriminator one pass of 256-pair minibatches over each rollout and a gradient penalty of 10
     (1 on Pendulum).
     """
@@ -494,7 +494,9 @@ def train_imitation(args: argparse.Namespace) -> int:
             overrides["lr_anneal_env_steps"] = steps
         # An entropy bonus: without it the CartPole generator of seed 1 turned near-deterministic
         # (entropy 0.28 nats at 19k steps) at ~150 and never reached 475 (docs/imitation.md).
-        overrides.setdefault("ent_coef", 0.01)
+        # (Discrete actions only: the Pendulum runs of docs/imitation.md used none.)
+        if isinstance(act_space, gym.spaces.Discrete):
+            overrides.setdefault("ent_coef", 0.01)
         ppo_config = PPOConfig(**overrides, seed=args.seed)
         # One pass of discriminator minibatches over each rollout; a lighter gradient penalty on
         # Pendulum (weight 10 kept its discriminator near chance there: docs/imitation.md).
