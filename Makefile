@@ -12,8 +12,8 @@ help: ## list the targets
 install: ## build the Rust core in release mode and install rlcore with the training extras
 	$(PIP) install -q -e ".[torch,robotics]"
 
-install-test: ## install rlcore with the training and test extras
-	$(PIP) install -q -e ".[torch,robotics,test]"
+install-test: ## install rlcore with the training, peer-compat, Ray and test extras
+	$(PIP) install -q -e ".[torch,robotics,compat,ray,test]"
 
 run: install ## the main job: train DDPG+HER on FetchReach-v4 and print the eval success rate
 	rlcore train --algo ddpg --env FetchReach-v4 --her --steps $(RUN_STEPS) --seed 0
