@@ -17,12 +17,49 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from rlcore.stats import EpochStats, flatten_stats
 
-__all__ = ["ConsoleLogger", "JsonlLogger", "MultiLogger", "TensorBoardLogger", "plot_run"]
+__all__ = [
+    "ConsoleLogger",
+    "JsonlLogger",
+    "Logger",
+    "MultiLogger",
+    "TensorBoardLogger",
+    "plot_run",
+    "write_iterations",
+]
+
+
+class Logger(Protocol):
+    """A sink for iteration statistics."""
+
+    def write(self, stats: EpochStats) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def write_iterations(
+    iterations: Iterable[EpochStats], max_env_steps: int | None, logger: Logger | None
+) -> EpochStats | None:
+    """The trainers' ``run()``: advance ``iterations`` to its end, writing each stats to ``logger``;
+    return the last stats.
+
+    Raises:
+        ValueError: ``max_env_steps`` is ``None`` (the loop would never end).
+    """
+    if max_env_steps is None:
+        raise ValueError("run() needs config.max_env_steps; iterate the trainer yourself for an endless run")
+    last = None
+    for stats in iterations:
+        if logger is not None:
+            logger.write(stats)
+        last = stats
+    return last
+
 
 METRICS_FILE = "metrics.jsonl"
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -31,18 +31,11 @@ import torch
 
 from rlcore.algos.actor_critic import OnPolicyAlgorithm
 from rlcore.collector import evaluate
+from rlcore.logging import Logger, write_iterations
 from rlcore.rollout import RewardFn, RolloutSampler
 from rlcore.stats import EpisodeStats, EpochStats, EvalStats, TimeStats
 
 __all__ = ["OnPolicyTrainer", "OnPolicyTrainerConfig"]
-
-
-class Logger(Protocol):
-    """A sink for iteration statistics (see :mod:`rlcore.logging`)."""
-
-    def write(self, stats: EpochStats) -> None: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,16 +182,7 @@ class OnPolicyTrainer:
         Raises:
             ValueError: ``max_env_steps`` is ``None`` (the loop would never end).
         """
-        if self.config.max_env_steps is None:
-            raise ValueError(
-                "run() needs config.max_env_steps; iterate the trainer yourself for an endless run"
-            )
-        last = None
-        for stats in self:
-            if logger is not None:
-                logger.write(stats)
-            last = stats
-        return last
+        return write_iterations(self, self.config.max_env_steps, logger)
 
     # ------------------------------------------------------------------ checkpoints
 

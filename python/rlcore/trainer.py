@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -33,6 +33,7 @@ import torch
 
 from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.collector import Collector, RewardFn, evaluate
+from rlcore.logging import Logger, write_iterations
 from rlcore.onpolicy_trainer import OnPolicyTrainer, OnPolicyTrainerConfig
 from rlcore.stats import EpisodeStats, EpochStats, EvalStats, TimeStats, mean_stats
 
@@ -49,14 +50,6 @@ def _buffer_beta(buffer: Any) -> float | None:
     """The PER ``beta`` of a prioritized buffer, ``None`` for a uniform one."""
     beta = getattr(buffer, "beta", None)
     return None if beta is None else float(beta)
-
-
-class Logger(Protocol):
-    """A sink for iteration statistics (see :mod:`rlcore.logging`)."""
-
-    def write(self, stats: EpochStats) -> None: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,16 +239,7 @@ class OffPolicyTrainer:
         Raises:
             ValueError: ``max_env_steps`` is ``None`` (the loop would never end).
         """
-        if self.config.max_env_steps is None:
-            raise ValueError(
-                "run() needs config.max_env_steps; iterate the trainer yourself for an endless run"
-            )
-        last = None
-        for stats in self:
-            if logger is not None:
-                logger.write(stats)
-            last = stats
-        return last
+        return write_iterations(self, self.config.max_env_steps, logger)
 
     # ------------------------------------------------------------------ checkpoints
 
