@@ -40,11 +40,31 @@ def _timed(buf: Any, name: str, acc: list[float]) -> None:
     setattr(buf, name, wrapper)
 
 
-def run(task: str, buffer: str, seed: int, steps: int) -> dict[str, Any]:
+def _score(model: Any, env: Any, task: str, n_eval: int) -> float:
+    """Deterministic policy's success rate (fetch) or mean return (pendulum) over ``n_eval`` episodes."""
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    if task != "fetch":
+        score, _ = evaluate_policy(model, env, n_eval_episodes=n_eval, deterministic=True)
+        return float(score)
+    successes = []
+    for _ in range(n_eval):
+        obs, _ = env.reset()
+        done = False
+        info: dict[str, Any] = {}
+        while not done:
+            act, _ = model.predict(obs, deterministic=True)
+            obs, _, term, trunc, info = env.step(act)
+            done = term or trunc
+        successes.append(float(info["is_success"]))
+    return statistics.fmean(successes)
+
+
+def run(task: str, buffer: str, seed: int, steps: int, eval_every: int = 0) -> dict[str, Any]:
     import gymnasium as gym
     import torch
     from stable_baselines3 import SAC
-    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.callbacks import BaseCallback
 
     torch.set_num_threads(1)
     if task == "pendulum":
@@ -78,26 +98,32 @@ def run(task: str, buffer: str, seed: int, steps: int) -> dict[str, Any]:
     add_s: list[float] = []
     _timed(rb, "sample", sample_s)
     _timed(rb, "add", add_s)
+    # a separate env for evaluation, so the training env's episodes are not disturbed
+    curve_env = gym.make(env_id)
+    curve_env.reset(seed=20_000 + seed)
+    curve: list[tuple[int, float]] = []
+    eval_s = [0.0]
+
+    class Curve(BaseCallback):
+        def _on_step(self) -> bool:
+            if eval_every and self.num_timesteps % eval_every == 0:
+                t = time.perf_counter()
+                curve.append(
+                    (
+                        self.num_timesteps,
+                        _score(self.model, curve_env, task, 10 if task == "pendulum" else 20),
+                    )
+                )
+                eval_s[0] += time.perf_counter() - t
+            return True
+
     t0 = time.perf_counter()
-    model.learn(steps)
-    wall = time.perf_counter() - t0
+    model.learn(steps, callback=Curve())
+    wall = time.perf_counter() - t0 - eval_s[0]
     eval_env = gym.make(env_id)
     eval_env.reset(seed=10_000 + seed)
     n_eval = 10 if task == "pendulum" else 50
-    if task == "fetch":
-        successes = []
-        for _ in range(n_eval):
-            obs, _ = eval_env.reset()
-            done = False
-            info: dict[str, Any] = {}
-            while not done:
-                act, _ = model.predict(obs, deterministic=True)
-                obs, _, term, trunc, info = eval_env.step(act)
-                done = term or trunc
-            successes.append(float(info["is_success"]))
-        score = statistics.fmean(successes)
-    else:
-        score, _ = evaluate_policy(model, eval_env, n_eval_episodes=n_eval, deterministic=True)
+    score = _score(model, eval_env, task, n_eval)
     return {
         "task": task,
         "buffer": buffer,
@@ -111,6 +137,7 @@ def run(task: str, buffer: str, seed: int, steps: int) -> dict[str, Any]:
         "add_us_median": 1e6 * statistics.median(add_s),
         "buffer_s_total": sum(sample_s) + sum(add_s),
         "wall_s": wall,
+        "curve": curve,
     }
 
 
@@ -141,6 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--buffer", choices=["sb3", "rlcore"], default="rlcore")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=10_000)
+    p.add_argument("--eval-every", type=int, default=0, help="also record the eval score every N env steps")
     p.add_argument("--out", type=Path, default=Path("runs/compat_sb3.jsonl"))
     p.add_argument("--report", type=Path, default=None, help="print the markdown table of a JSONL file")
     a = p.parse_args(argv)
@@ -149,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.task is None:
         p.error("give a task (pendulum or fetch) or --report FILE")
-    res = run(a.task, a.buffer, a.seed, a.steps)
+    res = run(a.task, a.buffer, a.seed, a.steps, a.eval_every)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     with open(a.out, "a") as f:
         f.write(json.dumps(res) + "\n")

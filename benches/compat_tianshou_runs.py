@@ -1,5 +1,7 @@
-"""Long proof for ``rlcore.compat.tianshou``: Tianshou 2.0's own DQN, Collector and trainer on
-CartPole-v1 with Tianshou's ``VectorReplayBuffer`` and with rlcore's, same seed.
+"""Long proofs for ``rlcore.compat.tianshou``: Tianshou 2.0's own algorithms, Collector and
+trainer with Tianshou's buffers and with rlcore's, same seed.
+
+``cartpole`` (the default task): Tianshou's DQN on CartPole-v1 with ``VectorReplayBuffer``.
 
 Settings as Tianshou's ``examples/discrete/discrete_dqn.py``: 4 train envs, net [128, 128], lr
 1e-3, gamma 0.9, 3-step returns, target update every 320 gradient steps, buffer 20k, batch 64,
@@ -8,6 +10,17 @@ Settings as Tianshou's ``examples/discrete/discrete_dqn.py``: 4 train envs, net 
 
     nice -n 10 python benches/compat_tianshou_runs.py --buffer tianshou --seed 0 --epochs 2
     nice -n 10 python benches/compat_tianshou_runs.py --buffer rlcore --seed 0 --epochs 2
+
+``fetch``: Tianshou's DDPG with ``HERVectorReplayBuffer`` on FetchReach-v4, set up as Tianshou's
+``examples/mujoco/fetch_her_ddpg.py`` (dict observations flattened by
+``get_dict_state_decorator``, ``TruncatedAsTerminated`` so episode ends reach the buffer, future
+k = 8, horizon 50, actor lr 1e-3, critic lr 3e-3, tau 0.005, Gaussian noise 0.1, one train env,
+one gradient step per env step) scaled to this machine: nets [64, 64] instead of [256, 256],
+gamma 0.98, batch 256, 1000 random warm-up steps instead of 25k, and ``--epochs`` epochs of 2500
+env steps. Score: the deterministic policy's success rate over 50 episodes of a separate env,
+after each epoch::
+
+    nice -n 10 python benches/compat_tianshou_runs.py --task fetch --buffer rlcore --seed 0 --epochs 4
 """
 
 from __future__ import annotations
@@ -103,14 +116,139 @@ def run(buffer: str, seed: int, epochs: int) -> dict[str, Any]:
     }
 
 
+def run_fetch(buffer: str, seed: int, epochs: int) -> dict[str, Any]:
+    import gymnasium as gym
+    import gymnasium_robotics
+    import numpy as np
+    import torch
+    from rlcore.compat.tianshou import HERVectorReplayBuffer as RlHer
+    from tianshou.algorithm import DDPG
+    from tianshou.algorithm.modelfree.ddpg import ContinuousDeterministicPolicy
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+    from tianshou.data import Batch, Collector, CollectStats
+    from tianshou.data import HERVectorReplayBuffer as TsHer
+    from tianshou.env import DummyVectorEnv, TruncatedAsTerminated
+    from tianshou.exploration import GaussianNoise
+    from tianshou.trainer import OffPolicyTrainerParams
+    from tianshou.utils.net.common import Net, get_dict_state_decorator
+    from tianshou.utils.net.continuous import ContinuousActorDeterministic, ContinuousCritic
+
+    torch.set_num_threads(1)
+    gym.register_envs(gymnasium_robotics)
+    np.random.seed(seed)  # noqa: NPY002 - Tianshou draws from the global generator
+    torch.manual_seed(seed)
+    env = TruncatedAsTerminated(gym.make("FetchReach-v4"))
+    train_envs = DummyVectorEnv([lambda: TruncatedAsTerminated(gym.make("FetchReach-v4"))])
+    test_envs = DummyVectorEnv([lambda: TruncatedAsTerminated(gym.make("FetchReach-v4"))])
+    train_envs.seed(seed)
+    test_envs.seed(seed + 100)
+    keys = ["observation", "achieved_goal", "desired_goal"]
+    shapes = {k: env.observation_space[k].shape for k in keys}
+    dec, flat = get_dict_state_decorator(state_shape=shapes, keys=keys)
+    act_shape = env.action_space.shape
+    net_a = dec(Net)(state_shape=flat, hidden_sizes=[64, 64])
+    actor = dec(ContinuousActorDeterministic)(preprocess_net=net_a, action_shape=act_shape, max_action=1.0)
+    net_c = dec(Net)(state_shape=flat, action_shape=act_shape, hidden_sizes=[64, 64], concat=True)
+    critic = dec(ContinuousCritic)(preprocess_net=net_c)
+    policy = ContinuousDeterministicPolicy(
+        actor=actor, exploration_noise=GaussianNoise(sigma=0.1), action_space=env.action_space
+    )
+    algo = DDPG(
+        policy=policy,
+        policy_optim=AdamOptimizerFactory(lr=1e-3),
+        critic=critic,
+        critic_optim=AdamOptimizerFactory(lr=3e-3),
+        tau=0.005,
+        gamma=0.98,
+    )
+
+    def compute_reward_fn(ag: np.ndarray, g: np.ndarray) -> np.ndarray:
+        return env.unwrapped.compute_reward(ag, g, {})
+
+    her_kwargs = dict(compute_reward_fn=compute_reward_fn, horizon=50, future_k=8)
+    buf = (TsHer if buffer == "tianshou" else RlHer)(100_000, 1, **her_kwargs)
+    training = Collector[CollectStats](algo, train_envs, buf, exploration_noise=True)
+    training.reset()
+    training.collect(n_step=1000, random=True)
+    sample_s: list[float] = []
+    inner = buf.sample
+
+    def timed(batch_size: int | None) -> Any:
+        t0 = time.perf_counter()
+        out = inner(batch_size)
+        sample_s.append(time.perf_counter() - t0)
+        return out
+
+    buf.sample = timed  # type: ignore[method-assign]
+    eval_env = gym.make("FetchReach-v4")
+    eval_env.reset(seed=10_000 + seed)
+    curve: list[tuple[int, float]] = []
+    eval_s = [0.0]
+
+    def success_rate(episodes: int) -> float:
+        t0 = time.perf_counter()
+        policy.eval()
+        wins = 0.0
+        with torch.no_grad():
+            for _ in range(episodes):
+                obs, info = eval_env.reset()
+                done = False
+                while not done:
+                    batch = Batch(obs=Batch({k: obs[k][None] for k in obs}), info=Batch())
+                    act = policy.map_action(policy(batch).act.detach().cpu().numpy()[0])
+                    obs, _, term, trunc, info = eval_env.step(act)
+                    done = term or trunc
+                wins += float(info["is_success"])
+        policy.train()
+        eval_s[0] += time.perf_counter() - t0
+        return wins / episodes
+
+    def training_fn(epoch: int, env_step: int) -> None:
+        if epoch > 1:
+            curve.append((env_step, success_rate(20)))
+
+    t0 = time.perf_counter()
+    algo.run_training(
+        OffPolicyTrainerParams(
+            training_collector=training,
+            test_collector=Collector[CollectStats](algo, test_envs),
+            max_epochs=epochs,
+            epoch_num_steps=2500,
+            collection_step_num_env_steps=1,
+            test_step_num_episodes=1,
+            batch_size=256,
+            update_step_num_gradient_steps_per_sample=1.0,
+            training_fn=training_fn,
+            show_progress=False,
+            verbose=False,
+        )
+    )
+    wall = time.perf_counter() - t0 - eval_s[0]
+    score = success_rate(50)
+    return {
+        "task": "fetch-ddpg-her",
+        "buffer": buffer,
+        "seed": seed,
+        "epochs": epochs,
+        "env_steps": 1000 + 2500 * epochs,
+        "score": score,
+        "score_kind": "success rate (50 episodes)",
+        "curve": curve,
+        "grad_steps": len(sample_s),
+        "sample_us_median": 1e6 * float(np.median(sample_s)),
+        "wall_s": wall,
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", choices=["cartpole", "fetch"], default="cartpole")
     p.add_argument("--buffer", choices=["tianshou", "rlcore"], default="rlcore")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--out", type=Path, default=Path("runs/compat_tianshou.jsonl"))
     a = p.parse_args(argv)
-    res = run(a.buffer, a.seed, a.epochs)
+    res = (run if a.task == "cartpole" else run_fetch)(a.buffer, a.seed, a.epochs)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     with open(a.out, "a") as f:
         f.write(json.dumps(res) + "\n")

@@ -777,18 +777,15 @@ class _HERMixin:
         t0 = idx[first]
         newest = core.last_index()[t0 // seg]
         age = (newest - t0) % seg
-        rows_l, goal_l, flag_l = [], [], []
-        for g in np.argsort(-age, kind="stable"):
-            n = int(span[first[g]]) + 1
-            rows = t0[g] - t0[g] % seg + (t0[g] % seg + np.arange(n)) % seg
-            ft = future_t[close[g]]
-            goal = ag_v[ft - ft % seg + (ft % seg + 1) % seg]  # achieved goal after step ft
-            rows_l.append(rows)
-            goal_l.append(np.broadcast_to(goal, (n, *goal.shape)))
-            flag_l.append(np.full(n, relabel[g]))
-        rows = np.concatenate(rows_l)
-        goals = np.concatenate(goal_l)
-        flags = np.concatenate(flag_l)
+        g_order = np.argsort(-age, kind="stable")
+        lens = span[first[g_order]] + 1  # window length of each group, in write order
+        starts = np.repeat(t0[g_order], lens)
+        step = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+        rows = starts - starts % seg + (starts % seg + step) % seg
+        ft = future_t[close[g_order]]
+        goal_rows = ft - ft % seg + (ft % seg + 1) % seg  # the achieved goal after step ft
+        goals = ag_v[np.repeat(goal_rows, lens)]
+        flags = np.repeat(relabel[g_order], lens)
         _, last_pos = np.unique(rows[::-1], return_index=True)  # the last write of every row
         keep = rows.size - 1 - last_pos
         keep = keep[flags[keep]]
