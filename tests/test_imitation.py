@@ -270,3 +270,36 @@ def test_cli_trains_bc_and_gail_from_a_dataset(
     assert f"done: CartPole-v1 {algo}" in capsys.readouterr().out
     for name in ("config.json", "metrics.jsonl", "checkpoint/trainer.pt"):
         assert (tmp_path / "run" / name).is_file()
+
+
+def test_collect_expert_exports_a_minari_dataset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    minari = pytest.importorskip("minari")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    run, data = tmp_path / "run", tmp_path / "data"
+    argv = ["collect-expert", "--algo", "ppo", "--env", "CartPole-v1", "--episodes", "3", "--steps", "256"]
+    argv += ["--checkpoint", str(run), "--out", str(data), "--minari", "rlcore/cartpole-test-v0"]
+    assert main(argv) == 0
+    assert "minari: dataset rlcore/cartpole-test-v0 written" in capsys.readouterr().out
+    assert (tmp_path / "minari" / "rlcore" / "cartpole-test-v0").is_dir()
+    ds = minari.load_dataset("rlcore/cartpole-test-v0")
+    buf = rlcore.ReplayBuffer.load(data)
+    assert ds.total_episodes == 3 and ds.total_steps == len(buf)
+    env = gym.make("CartPole-v1")
+    policy = load_expert_policy(run, env.observation_space, env.action_space)
+    for k, ep in enumerate(ds.iterate_episodes()):
+        n = len(ep.actions)
+        assert ep.observations.shape == (n + 1, 4) and ep.rewards.shape == (n,)
+        assert ep.terminations[-1] or ep.truncations[-1]
+        assert not (ep.terminations[:-1].any() or ep.truncations[:-1].any())
+        # The episode replays in the env: same reset seed, same actions -> same observations.
+        obs, _ = env.reset(seed=100_000 + k)
+        np.testing.assert_allclose(ep.observations[0], obs)
+        np.testing.assert_array_equal(ep.actions, policy(ep.observations[:-1]))
+        for t in range(n):
+            obs, *_ = env.step(int(ep.actions[t]))
+            np.testing.assert_allclose(ep.observations[t + 1], obs, rtol=1e-6)
+    # The same id twice is Minari's error, reported as a one-line usage error.
+    argv[-3] = str(tmp_path / "data2")
+    assert main(argv) == 2

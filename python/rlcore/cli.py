@@ -236,6 +236,12 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     expert.add_argument("--steps", type=int, default=None, help="training env steps (default: per env)")
     expert.add_argument("--seed", type=int, default=0, help="seed of training and recording (default 0)")
+    expert.add_argument(
+        "--minari",
+        default=None,
+        metavar="NAME",
+        help="also write a Minari dataset of this id, e.g. rlcore/hopper-expert-v0 (pip install rlcore[minari])",
+    )
     plot = sub.add_parser(
         "plot",
         help="draw learning curves of a run",

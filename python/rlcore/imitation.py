@@ -21,7 +21,8 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,17 +33,21 @@ import torch
 
 import rlcore
 from rlcore.algos.bc import BC
-from rlcore.algos.gail import GAIL
+from rlcore.algos.gail import GAIL, GAILConfig
+from rlcore.algos.ppo import PPOConfig
 from rlcore.collector import evaluate
 from rlcore.onpolicy_trainer import Logger, OnPolicyTrainer, OnPolicyTrainerConfig
 from rlcore.stats import EpisodeStats, EpochStats, EvalStats, TimeStats, mean_stats
 
 __all__ = [
     "ExpertData",
+    "GAILSettings",
     "GAILTrainer",
     "OfflineTrainer",
     "OfflineTrainerConfig",
     "collect_expert",
+    "export_minari",
+    "gail_settings",
     "load_expert_policy",
     "record_episodes",
 ]
@@ -115,21 +120,11 @@ def load_expert_policy(
     return lambda obs: algo.act(obs, deterministic=True)
 
 
-def record_episodes(
-    policy: Callable[[np.ndarray], np.ndarray], env_id: str, n_episodes: int, *, seed: int = 0
-) -> tuple[rlcore.ReplayBuffer, list[float]]:
-    """Roll out ``policy`` for ``n_episodes`` full episodes on one env and store them in time order.
-
-    Episode k starts from ``env.reset(seed=seed + k)``. Actions are clipped to a ``Box``'s bounds
-    (what the env executed) before they are stored.
-
-    Returns:
-        ``(buffer, returns)``: a single-env :class:`rlcore.ReplayBuffer` sized to the data
-        (``from_arrays``) and the undiscounted return of each episode.
-
-    Raises:
-        ValueError: ``n_episodes < 1``.
-    """
+def _record_rows(
+    policy: Callable[[np.ndarray], np.ndarray], env_id: str, n_episodes: int, *, seed: int
+) -> tuple[dict[str, np.ndarray], list[float]]:
+    """Roll out ``policy`` for ``n_episodes`` episodes; the time-ordered arrays ``obs``, ``act``,
+    ``rew``, ``term``, ``trunc``, ``obs_next`` (leading dimension T) and the episode returns."""
     if n_episodes < 1:
         raise ValueError(f"n_episodes must be >= 1, got {n_episodes}")
     env = gym.make(env_id)
@@ -151,16 +146,123 @@ def record_episodes(
             obs, done = obs_next, bool(term or trunc)
         returns.append(total)
     env.close()
-    buffer = rlcore.ReplayBuffer.from_arrays(
-        np.asarray(rows["obs"]),
-        np.asarray(rows["act"]),
-        np.asarray(rows["rew"], dtype=np.float32),
-        np.asarray(rows["term"], dtype=bool),
-        np.asarray(rows["trunc"], dtype=bool),
-        np.asarray(rows["obs_next"]),
+    arrays = {
+        "obs": np.asarray(rows["obs"]),
+        "act": np.asarray(rows["act"]),
+        "rew": np.asarray(rows["rew"], dtype=np.float32),
+        "term": np.asarray(rows["term"], dtype=bool),
+        "trunc": np.asarray(rows["trunc"], dtype=bool),
+        "obs_next": np.asarray(rows["obs_next"]),
+    }
+    return arrays, returns
+
+
+def _buffer_from_rows(arrays: Mapping[str, np.ndarray], seed: int) -> rlcore.ReplayBuffer:
+    return rlcore.ReplayBuffer.from_arrays(
+        arrays["obs"],
+        arrays["act"],
+        arrays["rew"],
+        arrays["term"],
+        arrays["trunc"],
+        arrays["obs_next"],
         seed=seed,
     )
-    return buffer, returns
+
+
+def record_episodes(
+    policy: Callable[[np.ndarray], np.ndarray], env_id: str, n_episodes: int, *, seed: int = 0
+) -> tuple[rlcore.ReplayBuffer, list[float]]:
+    """Roll out ``policy`` for ``n_episodes`` full episodes on one env and store them in time order.
+
+    Episode k starts from ``env.reset(seed=seed + k)``. Actions are clipped to a ``Box``'s bounds
+    (what the env executed) before they are stored.
+
+    Returns:
+        ``(buffer, returns)``: a single-env :class:`rlcore.ReplayBuffer` sized to the data
+        (``from_arrays``) and the undiscounted return of each episode.
+
+    Raises:
+        ValueError: ``n_episodes < 1``.
+    """
+    arrays, returns = _record_rows(policy, env_id, n_episodes, seed=seed)
+    return _buffer_from_rows(arrays, seed), returns
+
+
+def export_minari(
+    dataset_id: str,
+    env_id: str,
+    arrays: Mapping[str, np.ndarray],
+    *,
+    seeds: Sequence[int] | None = None,
+    algorithm_name: str | None = None,
+    description: str | None = None,
+) -> Any:
+    """Write time-ordered complete episodes as a Minari dataset (``minari.create_dataset_from_buffers``).
+
+    The dataset goes to Minari's local store (``$MINARI_DATASETS_PATH``, default
+    ``~/.minari/datasets``) in its HDF5 format and is read back with ``minari.load_dataset(dataset_id)``.
+    Nothing is downloaded or uploaded.
+
+    Args:
+        dataset_id: Minari id ``[namespace/]name-vN``, e.g. ``"rlcore/hopper-expert-v0"``.
+        env_id: gymnasium id of the env that produced the data (stored as the dataset's env spec).
+        arrays: ``obs`` ``[T, O]``, ``act`` ``[T, *A]``, ``rew``, ``term``, ``trunc`` ``[T]``,
+            ``obs_next`` ``[T, O]``, episodes one after the other, each ending with a step that is
+            terminated or truncated (what :func:`collect_expert` records). Minari's episode k holds
+            ``L + 1`` observations (the first ``obs`` and every ``obs_next``) for its ``L`` steps.
+        seeds: reset seed of each episode (stored per episode), or ``None``.
+        algorithm_name: stored as the dataset's ``algorithm_name``.
+        description: stored as the dataset's description.
+
+    Returns:
+        The ``minari.MinariDataset``.
+
+    Raises:
+        ImportError: minari (with h5py) is not installed (``pip install rlcore[minari]``).
+        ValueError: the data does not end with a finished episode, ``seeds`` has the wrong length, or
+            the dataset id already exists (Minari's error).
+    """
+    try:
+        import minari
+        from minari.data_collector import EpisodeBuffer
+    except ImportError as e:
+        raise ImportError(f"the Minari export needs minari: pip install 'rlcore[minari]' ({e})") from e
+    done = np.logical_or(arrays["term"], arrays["trunc"])
+    if len(done) == 0 or not done[-1]:
+        raise ValueError("the data must end with a terminated or truncated step (complete episodes)")
+    ends = np.flatnonzero(done) + 1
+    starts = np.concatenate([[0], ends[:-1]])
+    if seeds is not None and len(seeds) != len(ends):
+        raise ValueError(f"{len(ends)} episodes but {len(seeds)} seeds")
+    episodes = []
+    for k, (a, b) in enumerate(zip(starts, ends, strict=True)):
+        obs = np.concatenate([arrays["obs"][a : a + 1], arrays["obs_next"][a:b]])
+        episodes.append(
+            EpisodeBuffer(
+                id=k,
+                seed=None if seeds is None else int(seeds[k]),
+                observations=obs,
+                actions=np.asarray(arrays["act"][a:b]),
+                rewards=[float(r) for r in arrays["rew"][a:b]],
+                terminations=[bool(t) for t in arrays["term"][a:b]],
+                truncations=[bool(t) for t in arrays["trunc"][a:b]],
+                infos={},
+            )
+        )
+    with warnings.catch_warnings():
+        # Minari nags about metadata it cannot have here (an e-mail address); nothing else is silenced.
+        warnings.filterwarnings("ignore", message="`author_email` is set to None", category=UserWarning)
+        return minari.create_dataset_from_buffers(
+            dataset_id,
+            episodes,
+            env=env_id,
+            eval_env=env_id,
+            algorithm_name=algorithm_name,
+            author="rlcore collect-expert",
+            code_permalink="https://github.com/rlcore/rlcore (python/rlcore/imitation.py)",
+            description=description or f"rlcore collect-expert: {len(episodes)} episodes of {env_id}",
+            data_format="hdf5",
+        )
 
 
 def collect_expert(
@@ -172,6 +274,7 @@ def collect_expert(
     checkpoint: str | Path | None = None,
     steps: int | None = None,
     seed: int = 0,
+    minari: str | None = None,
 ) -> ExpertData:
     """Train (or load) an expert, record ``episodes`` deterministic episodes and save them to ``out``.
 
@@ -184,10 +287,12 @@ def collect_expert(
             is loaded from it; otherwise it is trained there (default ``runs/expert-ENV-ALGO-sSEED``).
         steps: training env steps (default: the ``rlcore train`` preset of the env).
         seed: seed of the expert's training and of the recorded episodes' resets.
+        minari: also write the episodes as the Minari dataset of this id (:func:`export_minari`).
 
     Raises:
         RuntimeError: training the expert failed.
         FileNotFoundError, ValueError: as :func:`load_expert_policy` and :func:`record_episodes`.
+        ImportError, ValueError: as :func:`export_minari`.
     """
     from rlcore.cli import main as cli_main
 
@@ -202,9 +307,18 @@ def collect_expert(
     env = gym.make(env_id)
     policy = load_expert_policy(run_dir, env.observation_space, env.action_space)
     env.close()
-    buffer, returns = record_episodes(policy, env_id, episodes, seed=seed + 100_000)
+    arrays, returns = _record_rows(policy, env_id, episodes, seed=seed + 100_000)
+    buffer = _buffer_from_rows(arrays, seed + 100_000)
     out = Path(out)
     buffer.save(out)
+    if minari is not None:
+        export_minari(
+            minari,
+            env_id,
+            arrays,
+            seeds=[seed + 100_000 + k for k in range(episodes)],
+            algorithm_name=f"rlcore {algo} (deterministic policy of {run_dir})",
+        )
     return ExpertData(
         path=out,
         episodes=len(returns),
@@ -435,36 +549,104 @@ def collect_expert_command(args: argparse.Namespace) -> int:
             checkpoint=args.checkpoint,
             steps=args.steps,
             seed=args.seed,
+            minari=args.minari,
         )
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, ImportError) as e:
         raise UsageError(str(e)) from e
     print(
         f"expert: {args.env} {args.algo} return_mean={data.return_mean:.2f} return_std={data.return_std:.2f} "
         f"episodes={data.episodes} transitions={data.transitions} (saved to {data.path})"
     )
+    if args.minari is not None:
+        print(f"minari: dataset {args.minari} written (minari.load_dataset({args.minari!r}))")
     return 0
+
+
+@dataclass(frozen=True)
+class GAILSettings:
+    """The configs of ``rlcore train --algo gail`` for one env (:func:`gail_settings`)."""
+
+    gail: GAILConfig
+    """Discriminator and learned reward."""
+    ppo: PPOConfig
+    """The PPO generator."""
+    trainer: OnPolicyTrainerConfig
+    """Rollout length, env-step budget, evaluation schedule."""
+    num_envs: int
+    """Training envs."""
+
+
+def gail_settings(
+    env_id: str,
+    action_space: gym.Space,
+    *,
+    steps: int | None = None,
+    num_envs: int | None = None,
+    seed: int = 0,
+) -> GAILSettings:
+    """Defaults of ``rlcore train --algo gail --env ENV_ID`` (the measurements behind them are in
+    docs/imitation.md).
+
+    The generator is the env's ``rlcore train --algo ppo`` preset
+    (:func:`rlcore.cli_onpolicy.on_policy_preset_for`) with the learning rate annealed over the
+    GAIL run, plus an entropy bonus of 0.01 for ``Discrete`` actions; the discriminator takes one
+    pass of 256-pair minibatches over each rollout, with a gradient penalty of 10 (1 on Pendulum).
+
+    Args:
+        env_id: gymnasium id.
+        action_space: the env's single action space.
+        steps: env-step budget (default: 3x the PPO preset's).
+        num_envs: training envs (default: the PPO preset's).
+        seed: seed of PPO's shuffling, the discriminator's sampling and the trainer.
+    """
+    from rlcore.cli_onpolicy import on_policy_preset_for
+
+    preset = on_policy_preset_for(env_id, "ppo")
+    steps = steps or 3 * preset.steps
+    num_envs = num_envs or preset.num_envs
+    overrides = dict(preset.algo)
+    if overrides.get("lr_anneal_env_steps") is True:
+        overrides["lr_anneal_env_steps"] = steps
+    # An entropy bonus: without it the CartPole generator of seed 1 turned near-deterministic
+    # (entropy 0.28 nats at 19k steps) at ~150 and never reached 475 (docs/imitation.md).
+    # (Discrete actions only: the Pendulum runs of docs/imitation.md used none.)
+    if isinstance(action_space, gym.spaces.Discrete):
+        overrides.setdefault("ent_coef", 0.01)
+    ppo = PPOConfig(**overrides, seed=seed)
+    # One pass of discriminator minibatches over each rollout; a lighter gradient penalty on
+    # Pendulum (weight 10 kept its discriminator near chance there: docs/imitation.md).
+    per_iter = preset.num_steps * num_envs
+    gail = GAILConfig(
+        disc_updates=max(1, per_iter // 256),
+        disc_batch_size=256,
+        grad_penalty=1.0 if env_id.startswith("Pendulum") else 10.0,
+        seed=seed,
+    )
+    trainer = OnPolicyTrainerConfig(
+        max_env_steps=steps,
+        num_steps=preset.num_steps,
+        eval_every=max(1, preset.eval_every_env_steps // per_iter),
+        seed=seed,
+    )
+    return GAILSettings(gail=gail, ppo=ppo, trainer=trainer, num_envs=num_envs)
 
 
 def train_imitation(args: argparse.Namespace) -> int:
     """``rlcore train --algo {bc,gail} --expert PATH --env ID`` (called by :func:`rlcore.cli.main`).
 
     BC: ``--steps`` counts gradient steps (default 20k, batch 256). GAIL: ``--steps`` counts env
-    steps (default: 3x the PPO preset of the env); the generator uses the env's PPO preset plus an
-    entropy bonus of 0.01 for Discrete actions, the
-    discriminator one pass of 256-pair minibatches over each rollout and a gradient penalty of 10
-    (1 on Pendulum).
+    steps; the generator, discriminator and schedule are :func:`gail_settings`.
     """
     from rlcore.algos.bc import BCConfig
-    from rlcore.algos.gail import GAILConfig
-    from rlcore.algos.ppo import PPOConfig
     from rlcore.cli import UsageError, _make_envs
-    from rlcore.cli_onpolicy import on_policy_preset_for
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
 
     if args.expert is None:
         raise UsageError(f"--algo {args.algo} needs --expert PATH (a dataset of `rlcore collect-expert`)")
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be >= 1, got {args.steps}")
+    if args.num_envs is not None and args.num_envs < 1:
+        raise UsageError(f"--num-envs must be >= 1, got {args.num_envs}")
     try:
         expert = rlcore.ReplayBuffer.load(args.expert)
     except rlcore.errors.RlcoreError as e:
@@ -486,36 +668,20 @@ def train_imitation(args: argparse.Namespace) -> int:
         trainer = OfflineTrainer(bc, expert, config=trainer_config, eval_envs=eval_envs)
         total = steps
     else:
-        preset = on_policy_preset_for(args.env, "ppo")
-        steps = args.steps or 3 * preset.steps
-        num_envs = args.num_envs or preset.num_envs
-        overrides = dict(preset.algo)
-        if overrides.get("lr_anneal_env_steps") is True:
-            overrides["lr_anneal_env_steps"] = steps
-        # An entropy bonus: without it the CartPole generator of seed 1 turned near-deterministic
-        # (entropy 0.28 nats at 19k steps) at ~150 and never reached 475 (docs/imitation.md).
-        # (Discrete actions only: the Pendulum runs of docs/imitation.md used none.)
-        if isinstance(act_space, gym.spaces.Discrete):
-            overrides.setdefault("ent_coef", 0.01)
-        ppo_config = PPOConfig(**overrides, seed=args.seed)
-        # One pass of discriminator minibatches over each rollout; a lighter gradient penalty on
-        # Pendulum (weight 10 kept its discriminator near chance there: docs/imitation.md).
-        per_iter = preset.num_steps * num_envs
-        algo_config = GAILConfig(
-            disc_updates=max(1, per_iter // 256),
-            disc_batch_size=256,
-            grad_penalty=1.0 if args.env.startswith("Pendulum") else 10.0,
-            seed=args.seed,
+        settings = gail_settings(
+            args.env, act_space, steps=args.steps, num_envs=args.num_envs, seed=args.seed
         )
-        envs = _make_envs(args.env, num_envs)
+        algo_config, trainer_config = settings.gail, settings.trainer
+        steps = trainer_config.max_env_steps
+        envs = _make_envs(args.env, settings.num_envs)
         gail = GAIL.from_spaces(
-            obs_space, act_space, expert, algo_config, ppo_config, num_envs=num_envs, device=args.device
-        )
-        trainer_config = OnPolicyTrainerConfig(
-            max_env_steps=steps,
-            num_steps=preset.num_steps,
-            eval_every=max(1, preset.eval_every_env_steps // per_iter),
-            seed=args.seed,
+            obs_space,
+            act_space,
+            expert,
+            algo_config,
+            settings.ppo,
+            num_envs=settings.num_envs,
+            device=args.device,
         )
         trainer = GAILTrainer(gail, envs, config=trainer_config, eval_envs=eval_envs)
         total = steps
