@@ -2,6 +2,7 @@
 PY ?= python3
 PIP ?= $(PY) -m pip
 RUN_STEPS ?= 5000
+BENCH_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install install-test run demo test test-rust test-python lint bench clean
@@ -37,7 +38,7 @@ lint: ## rustfmt, clippy, ruff, mypy stubtest of the native module
 
 bench: ## benchmarks side by side with the peers (installs rlcore[bench]); writes docs/benchmarks.md
 	$(PIP) install -q -e ".[torch,robotics,bench]"
-	$(PY) benches/report.py
+	$(PY) -m rlcore.bench $(BENCH_ARGS)
 
 clean: ## remove build outputs
 	cargo clean

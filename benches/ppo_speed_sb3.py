@@ -10,6 +10,7 @@ Usage::
 
     python benches/ppo_speed_sb3.py                    # 2 rounds of 2 iterations (32,768 env steps each)
     python benches/ppo_speed_sb3.py --rounds 3 --iterations 1
+    python benches/ppo_speed_sb3.py --json out.json    # also write the medians (for rlcore.bench)
 
 Prints env steps per wall-clock second and per CPU second of this process (the machine this was
 written on is shared: CPU time is the steadier figure) and the median ratios rlcore / SB3 (> 1:
@@ -19,8 +20,10 @@ rlcore is faster). Not part of the test suite.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import torch
@@ -64,6 +67,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2, help="timed runs per library")
     parser.add_argument("--iterations", type=int, default=2, help="rollout+update iterations per run")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="write the medians here, as benches/e2e_speed.py does (a list of {task, library, "
+        "env_steps_per_s_wall, env_steps_per_s_cpu, rounds, steps_per_round, settings, per_round_*})",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     run_rlcore(1, 100)  # warm-up (imports, allocator, first-call costs)
@@ -86,6 +96,30 @@ def main() -> None:
             f"{what}: median rlcore {statistics.median(a):.0f}, SB3 {statistics.median(b):.0f} env steps/s; "
             f"ratio rlcore/SB3 {statistics.median(ratios):.2f} (per round: {', '.join(f'{x:.2f}' for x in ratios)})"
         )
+
+    if args.json is not None:
+        settings = {
+            "env": "CartPole-v1",
+            "num_envs": N_ENVS,
+            "n_steps": N_STEPS,
+            "hyperparameters": "SB3 PPO defaults",
+        }
+        records = [
+            {
+                "task": "ppo-cartpole",
+                "library": lib,
+                "env_steps_per_s_wall": statistics.median(x[0] for x in xs),
+                "env_steps_per_s_cpu": statistics.median(x[1] for x in xs),
+                "rounds": args.rounds,
+                "steps_per_round": args.iterations * N_ENVS * N_STEPS,
+                "settings": settings,
+                "per_round_wall": [x[0] for x in xs],
+                "per_round_cpu": [x[1] for x in xs],
+            }
+            for lib, xs in (("rlcore", ours), ("sb3", theirs))
+        ]
+        args.json.write_text(json.dumps(records, indent=2) + "\n")
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Every group runs rlcore and each peer (Tianshou, Stable-Baselines3, cpprb, TorchRL, rlox) on the
 same generated data in the same process. A peer that is not installed, or that fails while its
 buffer is built, is skipped with the reason (``pytest.skip``); the skips are written to the file
-named by ``$RLCORE_BENCH_SKIPS`` so ``benches/report.py`` can list them next to the tables.
+named by ``$RLCORE_BENCH_SKIPS`` so the report (``rlcore.bench``) can list them next to the tables.
 
 Conventions (DESIGN.md "Performance model", issue 8):
 
@@ -16,7 +16,9 @@ Conventions (DESIGN.md "Performance model", issue 8):
   for TorchRL, a ``Batch`` for Tianshou, numpy arrays for the others); rlox gets flat arrays and
   uint8 flags, which its ``push_batch`` requires.
 
-Run with ``pytest benches --benchmark-enable`` (``make bench`` / ``python benches/report.py``).
+These files ship inside the package (``rlcore/_benches``) so that ``python -m rlcore.bench`` works
+from a wheel install. Run them with ``python -m rlcore.bench`` (``make bench``), or directly with
+``pytest python/rlcore/_benches --benchmark-enable`` from a checkout.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ def _one_torch_thread() -> None:
 _one_torch_thread()
 
 _SKIPS: list[dict[str, str]] = []
+# test node id -> (group, library), set by ``tag`` so that a skip names the group it belongs to
+_TAGS: dict[str, tuple[str, str]] = {}
 
 
 # ------------------------------------------------------------------------------------------
@@ -93,21 +97,29 @@ def build_or_skip(what: str, fn: Callable[[], Any]) -> Any:
         pytest.skip(f"{what} failed during setup: {type(e).__name__}: {str(e)[:200]}")
 
 
-def tag(benchmark: Any, op: str, lib: str, note: str = "", capacity: int | None = None) -> None:
-    """Name the benchmark's group (``op`` plus ``@ capacity`` when the op is measured at several)."""
+def tag(benchmark: Any, op: str, lib: str, note: str = "", capacity: int | None = None, **extra: Any) -> None:
+    """Name the benchmark's group (``op`` plus ``@ capacity`` when the op is measured at several).
+
+    Call it before building the peer's buffer: a skip raised afterwards is then reported under
+    this group. ``extra`` goes to the JSON's ``extra_info`` (e.g. ``unit="s"``, ``disk_bytes=...``).
+    """
     group = op if capacity is None else f"{op} @ {fmt_cap(capacity)}"
     benchmark.group = group
-    benchmark.extra_info.update(group=group, op=op, lib=lib)
+    benchmark.extra_info.update(group=group, op=op, lib=lib, **extra)
     if capacity is not None:
         benchmark.extra_info["capacity"] = capacity
     if note:
         benchmark.extra_info["note"] = note
+    _TAGS[benchmark.fullname] = (group, lib)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and report.when in ("setup", "call"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        _SKIPS.append({"test": report.nodeid, "reason": reason.removeprefix("Skipped: ")})
+        rec = {"test": report.nodeid, "reason": reason.removeprefix("Skipped: ")}
+        if report.nodeid in _TAGS:
+            rec["group"], rec["lib"] = _TAGS[report.nodeid]
+        _SKIPS.append(rec)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

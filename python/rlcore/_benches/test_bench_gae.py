@@ -125,6 +125,7 @@ def _gae_op(lib: str) -> tuple[Any, str]:
 
 @pytest.mark.parametrize("lib", GAE_LIBS)
 def test_gae(benchmark: Any, lib: str) -> None:
+    tag(benchmark, OP, lib)
     op, note = build_or_skip(lib, lambda: _gae_op(lib))
     op()
     tag(benchmark, OP, lib, note)

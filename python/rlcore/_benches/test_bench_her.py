@@ -217,6 +217,7 @@ CASES = [
 
 @pytest.mark.parametrize(("cap", "reward", "lib"), CASES, ids=[f"{lib}-{r}-cap{c}" for c, r, lib in CASES])
 def test_her_sample(benchmark: Any, cap: int, reward: str, lib: str) -> None:
+    tag(benchmark, f"HER sample({BATCH}), {reward} reward", lib, capacity=cap)
     op, note = build_or_skip(lib, lambda: _her_op(lib, cap, reward))
     op()
     tag(benchmark, f"HER sample({BATCH}), {reward} reward", lib, note, capacity=cap)

@@ -87,6 +87,7 @@ def _initial(cap: int) -> np.ndarray:
 @pytest.mark.parametrize("cap", CAPACITIES, ids=lambda c: f"cap{c}")
 @pytest.mark.parametrize("lib", PER_LIBS)
 def test_per_sample_update(benchmark: Any, lib: str, cap: int) -> None:
+    tag(benchmark, f"PER sample({BATCH}) + update_priorities({BATCH})", lib, capacity=cap)
     op, note = build_or_skip(lib, lambda: _per_op(lib, cap))
     op()
     tag(benchmark, f"PER sample({BATCH}) + update_priorities({BATCH})", lib, note, capacity=cap)

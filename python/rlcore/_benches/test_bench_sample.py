@@ -1,5 +1,6 @@
 """sample(256) and sample(256, n_step=3) from a full buffer at capacity 10k, 200k and 1M: the
-learner's per-gradient-step cost, which must not grow with capacity."""
+learner's per-gradient-step cost, which must not grow with capacity; and sample(32) and
+sample(1024) at 200k (the per-call overhead against the per-row cost)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from conftest import (
     BATCH,
+    CAPACITY,
     GAMMA,
     LIBS,
     N_STEP,
@@ -25,26 +27,28 @@ from conftest import (
 CAPACITIES = [10_000, 200_000, 1_000_000]
 
 
-def _sample_op(lib: str, cap: int) -> tuple[Any, str]:
+def _sample_op(lib: str, cap: int, batch: int = BATCH) -> tuple[Any, str]:
     if lib == "rlcore":
         buf = build_rlcore(cap)
-        return (lambda: buf.sample(BATCH)), "TransitionBatch of numpy arrays"
+        return (lambda: buf.sample(batch)), "TransitionBatch of numpy arrays"
     if lib == "rlox":
         buf = build_rlox(cap)
         seeds = itertools.count(1).__next__
-        return (lambda: buf.sample(BATCH, seeds())), "dict of numpy arrays; a fresh seed per call"
+        return (lambda: buf.sample(batch, seeds())), "dict of numpy arrays; a fresh seed per call"
     if lib == "cpprb":
         buf = build_cpprb(cap)
-        return (lambda: buf.sample(BATCH)), ""
+        return (lambda: buf.sample(batch)), ""
     if lib == "sb3":
         buf = build_sb3(cap)
-        return (lambda: buf.sample(BATCH)), "returns torch tensors"
+        return (lambda: buf.sample(batch)), "returns torch tensors"
     if lib == "tianshou":
         buf = build_tianshou(cap)
-        return (lambda: buf.sample(BATCH)), ""
+        return (lambda: buf.sample(batch)), ""
     if lib == "torchrl":
         buf = build_torchrl(cap)
-        return (lambda: buf.sample()), "LazyTensorStorage, TensorDict out"
+        if batch == BATCH:
+            return (lambda: buf.sample()), "LazyTensorStorage, TensorDict out"
+        return (lambda: buf.sample(batch)), "LazyTensorStorage, TensorDict out"
     raise AssertionError(lib)
 
 
@@ -85,6 +89,7 @@ def _nstep_op(lib: str, cap: int) -> tuple[Any, str]:
 @pytest.mark.parametrize("cap", CAPACITIES, ids=lambda c: f"cap{c}")
 @pytest.mark.parametrize("lib", LIBS)
 def test_sample(benchmark: Any, lib: str, cap: int) -> None:
+    tag(benchmark, f"sample({BATCH})", lib, capacity=cap)
     op, note = build_or_skip(lib, lambda: _sample_op(lib, cap))
     op()
     tag(benchmark, f"sample({BATCH})", lib, note, capacity=cap)
@@ -94,7 +99,18 @@ def test_sample(benchmark: Any, lib: str, cap: int) -> None:
 @pytest.mark.parametrize("cap", CAPACITIES, ids=lambda c: f"cap{c}")
 @pytest.mark.parametrize("lib", LIBS)
 def test_sample_nstep(benchmark: Any, lib: str, cap: int) -> None:
+    tag(benchmark, f"sample({BATCH}, n_step={N_STEP})", lib, capacity=cap)
     op, note = build_or_skip(lib, lambda: _nstep_op(lib, cap))
     op()
     tag(benchmark, f"sample({BATCH}, n_step={N_STEP})", lib, note, capacity=cap)
+    benchmark(op)
+
+
+@pytest.mark.parametrize("batch", [32, 1024], ids=lambda b: f"batch{b}")
+@pytest.mark.parametrize("lib", LIBS)
+def test_sample_batch_size(benchmark: Any, lib: str, batch: int) -> None:
+    tag(benchmark, f"sample({batch})", lib, capacity=CAPACITY)
+    op, note = build_or_skip(lib, lambda: _sample_op(lib, CAPACITY, batch))
+    op()
+    tag(benchmark, f"sample({batch})", lib, note, capacity=CAPACITY)
     benchmark(op)
