@@ -123,7 +123,7 @@ def run_memory(out: Path) -> int:
 
 
 E2E_QUICK = {
-    "e2e_speed.py": ["--rounds", "2", "--steps", "500", "--warmup", "300"],
+    "e2e_speed.py": ["--rounds", "2", "--steps", "300", "--warmup", "200"],
     "ppo_speed_sb3.py": ["--rounds", "1", "--iterations", "1"],
 }
 
@@ -1064,9 +1064,9 @@ def main(argv: list[str] | None = None) -> int:
             e2e_notes = run_e2e(args.e2e, raw)
             loads.append(("after the end-to-end runs", load_average()))
             e2e_source = (
-                "Measured in this run with small budgets (`--e2e quick`: e2e_speed.py 2 rounds × 500 env steps after "
-                "300 untimed, ppo_speed_sb3.py 1 round × 16,384 env steps): indicative; the long measurements are in "
-                "docs/training.md."
+                "Measured in this run with small budgets (`--e2e quick`: e2e_speed.py 2 rounds × 300 env steps after "
+                "200 untimed, ppo_speed_sb3.py 1 round × 16,384 env steps): indicative only. Longer runs: `--e2e full` "
+                "(the scripts' defaults) and docs/training.md."
                 if args.e2e == "quick"
                 else "Measured in this run with the scripts' default budgets."
             )
