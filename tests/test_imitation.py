@@ -303,3 +303,27 @@ def test_collect_expert_exports_a_minari_dataset(
     # The same id twice is Minari's error, reported as a one-line usage error.
     argv[-3] = str(tmp_path / "data2")
     assert main(argv) == 2
+
+
+def test_gail_settings_run_one_hopper_iteration() -> None:
+    """The MuJoCo settings of ``rlcore train --algo gail`` run on Hopper-v5 (one iteration on a
+    512-step rollout instead of 2048, to stay fast) with a crude 'expert'."""
+    pytest.importorskip("mujoco")
+    from rlcore.imitation import gail_settings
+
+    env_id = "Hopper-v5"
+    buf, _ = record_episodes(lambda o: np.zeros((len(o), 3), np.float32), env_id, 2, seed=0)
+    envs, eval_envs = _vec(env_id, 1), _vec(env_id, 2)
+    s = gail_settings(env_id, envs.single_action_space, steps=2048, seed=0)
+    assert (s.num_envs, s.trainer.num_steps, s.gail.disc_updates) == (1, 2048, 8)
+    assert s.ppo.lr_anneal_env_steps == 2048 and s.ppo.normalize_obs and s.ppo.ent_coef == 0.0
+    gail = GAIL.from_spaces(
+        envs.single_observation_space, envs.single_action_space, buf, s.gail, s.ppo, num_envs=1
+    )
+    cfg = dataclasses.replace(s.trainer, num_steps=512, eval_every=1, eval_episodes=2)
+    (stats,) = itertools.islice(GAILTrainer(gail, envs, config=cfg, eval_envs=eval_envs), 1)
+    assert 0 < stats.env_steps <= 512 and stats.eval is not None
+    train = stats.train
+    assert isinstance(train, GAILStats) and train.grad_steps == 8 + 10 * -(-stats.env_steps // 64)
+    assert np.isfinite([train.disc_loss, train.learned_reward, train.policy_loss]).all()
+    assert train.learned_reward > 0  # -log(1 - D) > 0
