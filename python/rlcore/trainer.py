@@ -31,6 +31,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore._core import RawBuffer
 from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.collector import Collector, RewardFn, evaluate
 from rlcore.logging import Logger, write_iterations
@@ -139,6 +140,8 @@ class OffPolicyTrainer:
         self._grad_credit = 0.0
         self._beta_start = _buffer_beta(buffer)
         self._evaluations = 0
+        self._batch: Any = None  # reused NumPy arrays the buffer samples into (sample(out=...))
+        self._batch_t: Any = None  # the same memory as torch tensors (CPU algorithms only)
 
     @property
     def env_steps(self) -> int:
@@ -158,6 +161,24 @@ class OffPolicyTrainer:
 
     def _greedy(self, obs: Any) -> np.ndarray:
         return self.algorithm.act(obs, deterministic=True)
+
+    def _sample(self) -> Any:
+        """Sample one batch; from the second call on, into the same arrays (no allocation).
+
+        On a CPU algorithm the arrays are also handed to ``update`` as torch tensors sharing their
+        memory (``self._batch_t``), so no per-step conversion happens either. The arrays are
+        overwritten by the next sample: ``update`` must not keep references to the batch.
+        """
+        c = self.config
+        if self._batch is None:
+            batch = self.buffer.sample(c.batch_size, n_step=c.n_step, gamma=c.gamma)
+            if not isinstance(self.buffer, RawBuffer):  # another buffer type: plain sampling
+                return batch
+            self._batch = batch
+            if torch.device(self.algorithm.device).type == "cpu":
+                self._batch_t = batch.to_torch("cpu")
+            return batch
+        return self.buffer.sample(c.batch_size, n_step=c.n_step, gamma=c.gamma, out=self._batch)
 
     def evaluate(self) -> EvalStats:
         """Run ``eval_episodes`` deterministic episodes on the eval envs (reset with fresh seeds).
@@ -195,8 +216,10 @@ class OffPolicyTrainer:
             n_grad = int(self._grad_credit)
             self._grad_credit -= n_grad
             for _ in range(n_grad):
-                batch = self.buffer.sample(c.batch_size, n_step=c.n_step, gamma=c.gamma)
-                algo_stats.append(self.algorithm.update(batch))
+                batch = self._sample()
+                algo_stats.append(
+                    self.algorithm.update(self._batch_t if self._batch_t is not None else batch)
+                )
                 if batch.weights is not None and self.algorithm.priorities is not None:
                     self.buffer.update_priorities(batch.indices, self.algorithm.priorities)
             self.grad_steps += n_grad
@@ -219,7 +242,7 @@ class OffPolicyTrainer:
             rollout=EpisodeStats.from_episodes(
                 collected.episode_returns, collected.episode_lengths, collected.episode_successes
             ),
-            train=mean_stats(algo_stats),
+            train=algo_stats[0] if len(algo_stats) == 1 else mean_stats(algo_stats),
             eval=eval_stats,
             time=TimeStats(
                 env_steps=self.env_steps,

@@ -21,11 +21,12 @@ import numpy as np
 import torch
 
 from rlcore.algos.common import (
+    TargetNetwork,
+    adam,
     clip_grad,
     freeze,
     no_param_grad,
     obs_to_torch,
-    polyak_update,
     resolve_device,
     td_target,
     weighted_mean,
@@ -117,6 +118,12 @@ class DDPG:
         self.critic = critic.to(self.device)
         self.actor_target = freeze(copy.deepcopy(self.actor))
         self.critic_target = freeze(copy.deepcopy(self.critic))
+        self._targets = (
+            TargetNetwork(self.critic_target, self.critic),
+            TargetNetwork(self.actor_target, self.actor),
+        )
+        self._critic_params = list(self.critic.parameters())
+        self._actor_params = list(self.actor.parameters())
         self.actor_optimizer = actor_optimizer
         self.critic_optimizer = critic_optimizer
         self.rng = np.random.default_rng(config.seed)
@@ -146,8 +153,8 @@ class DDPG:
             encoder=encoder,
             actor=actor,
             critic=critic,
-            actor_optimizer=torch.optim.Adam(actor.parameters(), lr=config.actor_lr),
-            critic_optimizer=torch.optim.Adam(critic.parameters(), lr=config.critic_lr),
+            actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
+            critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
             config=config,
             device=dev,
         )
@@ -193,12 +200,12 @@ class DDPG:
         critic_loss = weighted_mean((q_B - y_B) ** 2, weights_B)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
-        clip_grad(self.critic.parameters(), c.max_grad_norm)
+        clip_grad(self._critic_params, c.max_grad_norm)
         self.critic_optimizer.step()
 
         # Actor step: maximise Q(o, mu(o)), penalise large actions.
         pi_BA = self.actor(obs_BO)
-        with no_param_grad(self.critic):
+        with no_param_grad(self._critic_params):
             actor_loss_B = -self.critic(obs_BO, pi_BA)[0]
         actor_loss_B = actor_loss_B + c.action_l2 * (
             (pi_BA - self.actor.action_bias) / self.actor.action_scale
@@ -206,21 +213,19 @@ class DDPG:
         actor_loss = weighted_mean(actor_loss_B, weights_B)
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
-        clip_grad(self.actor.parameters(), c.max_grad_norm)
+        clip_grad(self._actor_params, c.max_grad_norm)
         self.actor_optimizer.step()
 
-        polyak_update(self.critic_target, self.critic, c.tau)
-        polyak_update(self.actor_target, self.actor, c.tau)
+        for target in self._targets:
+            target.update(c.tau)
         self.grad_steps += 1
 
         td_abs_B = (q_B.detach() - y_B).abs()
         self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None
-        return DDPGStats(
-            critic_loss=critic_loss.item(),
-            actor_loss=actor_loss.item(),
-            q_mean=float(q_B.detach().mean()),
-            td_abs_mean=float(td_abs_B.mean()),
-        )
+        # One tensor-to-float conversion for all statistics (float32 values, as .item() gives them).
+        stats = torch.stack([critic_loss.detach(), actor_loss.detach(), q_B.detach().mean(), td_abs_B.mean()])
+        critic_l, actor_l, q_mean, td_abs_mean = stats.tolist()
+        return DDPGStats(critic_loss=critic_l, actor_loss=actor_l, q_mean=q_mean, td_abs_mean=td_abs_mean)
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, targets, optimizers, counters and the exploration generator."""

@@ -21,10 +21,11 @@ import torch
 import torch.nn.functional as F
 
 from rlcore.algos.common import (
+    TargetNetwork,
+    adam,
     clip_grad,
     freeze,
     obs_to_torch,
-    polyak_update,
     resolve_device,
     td_target,
     weighted_mean,
@@ -122,6 +123,8 @@ class DQN:
         self.encoder = encoder.to(self.device)
         self.q_net = q_net.to(self.device)
         self.q_target = freeze(copy.deepcopy(self.q_net))
+        self._q_target = TargetNetwork(self.q_target, self.q_net)
+        self._q_params = list(self.q_net.parameters())
         self.optimizer = optimizer
         self.n_actions = n_actions
         self.rng = np.random.default_rng(config.seed)
@@ -154,7 +157,7 @@ class DQN:
         return cls(
             encoder=encoder,
             q_net=q_net,
-            optimizer=torch.optim.Adam(q_net.parameters(), lr=config.lr),
+            optimizer=adam(q_net.parameters(), lr=config.lr),
             n_actions=n_actions,
             config=config,
             device=dev,
@@ -212,12 +215,12 @@ class DQN:
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = clip_grad(self.q_net.parameters(), c.max_grad_norm)
+        grad_norm = clip_grad(self._q_params, c.max_grad_norm)
         self.optimizer.step()
 
         self.grad_steps += 1
         if self.grad_steps % c.target_update_interval == 0:
-            polyak_update(self.q_target, self.q_net, c.tau)
+            self._q_target.update(c.tau)
 
         td_abs_B = (q_B.detach() - y_B).abs()
         self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None

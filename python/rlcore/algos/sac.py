@@ -22,11 +22,12 @@ import numpy as np
 import torch
 
 from rlcore.algos.common import (
+    TargetNetwork,
+    adam,
     clip_grad,
     freeze,
     no_param_grad,
     obs_to_torch,
-    polyak_update,
     resolve_device,
     td_target,
     weighted_mean,
@@ -129,11 +130,14 @@ class SAC:
         self.actor = actor.to(self.device)
         self.critic = critic.to(self.device)
         self.critic_target = freeze(copy.deepcopy(self.critic))
+        self._critic_target = TargetNetwork(self.critic_target, self.critic)
+        self._critic_params = list(self.critic.parameters())
+        self._actor_params = list(self.actor.parameters())
         self.actor_optimizer = actor_optimizer
         self.critic_optimizer = critic_optimizer
         self.target_entropy = float(-act_dim if config.target_entropy is None else config.target_entropy)
         self.log_alpha = torch.tensor(math.log(config.init_alpha), device=self.device, requires_grad=True)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
+        self.alpha_optimizer = adam([self.log_alpha], lr=config.alpha_lr)
         self.grad_steps = 0
         self.priorities: np.ndarray | None = None
         self._last = {"actor_loss": 0.0, "alpha_loss": 0.0, "entropy": 0.0}
@@ -158,8 +162,8 @@ class SAC:
             encoder=encoder,
             actor=actor,
             critic=critic,
-            actor_optimizer=torch.optim.Adam(actor.parameters(), lr=config.actor_lr),
-            critic_optimizer=torch.optim.Adam(critic.parameters(), lr=config.critic_lr),
+            actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
+            critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
             act_dim=act_dim,
             config=config,
             device=dev,
@@ -173,11 +177,14 @@ class SAC:
     @torch.no_grad()
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
         """Actions float32 ``[N, A]``: a policy sample, or the squashed mean when deterministic."""
-        act_NA, _ = self.actor(self.encoder(obs_to_torch(obs, self.device)), deterministic=deterministic)
-        return act_NA.cpu().numpy()
+        obs_NO = self.encoder(obs_to_torch(obs, self.device))
+        return self.actor.action(obs_NO, deterministic=deterministic).cpu().numpy()
 
     def update(self, batch: TransitionBatch) -> SACStats:
-        """One critic step; every ``policy_frequency`` steps an actor and alpha step; target update."""
+        """One critic step; every ``policy_frequency`` steps an actor and alpha step; target update.
+
+        The statistics are read out of the graph once, at the end (one tensor-to-float conversion).
+        """
         c = self.config
         if not isinstance(batch.rew, torch.Tensor):
             batch = batch.to_torch(self.device)
@@ -201,22 +208,23 @@ class SAC:
         critic_loss = weighted_mean(((q_KB - y_B) ** 2).sum(0), weights_B)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
-        clip_grad(self.critic.parameters(), c.max_grad_norm)
+        clip_grad(self._critic_params, c.max_grad_norm)
         self.critic_optimizer.step()
         self.grad_steps += 1
 
+        last: dict[str, torch.Tensor] = {}
         if self.grad_steps % c.policy_frequency == 0:
             # Actor step: minimise alpha * log pi(a|o) - min_k Q_k(o, a), eq. 7.
             pi_BA, log_prob_B = self.actor(obs_BO)
-            with no_param_grad(self.critic):
+            with no_param_grad(self._critic_params):
                 q_pi_B = self.critic(obs_BO, pi_BA).min(0).values
             actor_loss = weighted_mean(alpha * log_prob_B - q_pi_B, weights_B)
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward()
-            clip_grad(self.actor.parameters(), c.max_grad_norm)
+            clip_grad(self._actor_params, c.max_grad_norm)
             self.actor_optimizer.step()
-            self._last["actor_loss"] = actor_loss.item()
-            self._last["entropy"] = float(-log_prob_B.detach().mean())
+            last["actor_loss"] = actor_loss.detach()
+            last["entropy"] = -log_prob_B.detach().mean()
 
             # Temperature step: minimise -alpha * (log pi + target_entropy), eq. 18.
             if c.autotune_alpha:
@@ -226,21 +234,26 @@ class SAC:
                 self.alpha_optimizer.zero_grad(set_to_none=True)
                 alpha_loss.backward()
                 self.alpha_optimizer.step()
-                self._last["alpha_loss"] = alpha_loss.item()
+                last["alpha_loss"] = alpha_loss.detach()
 
         if self.grad_steps % c.target_update_interval == 0:
-            polyak_update(self.critic_target, self.critic, c.tau)
+            self._critic_target.update(c.tau)
 
-        td_abs_B = (q_KB[0].detach() - y_B).abs()
+        q_B = q_KB[0].detach()
+        td_abs_B = (q_B - y_B).abs()
         self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None
+        fresh = list(last)  # the actor-step statistics computed in this call, still tensors
+        values = [critic_loss.detach(), alpha, q_B.mean(), td_abs_B.mean(), *last.values()]
+        out = torch.stack(values).tolist()  # float32 scalars, as .item() would give them
+        self._last.update(zip(fresh, out[4:], strict=True))
         return SACStats(
-            critic_loss=critic_loss.item(),
+            critic_loss=out[0],
             actor_loss=self._last["actor_loss"],
             alpha_loss=self._last["alpha_loss"],
-            alpha=float(alpha),
+            alpha=out[1],
             entropy=self._last["entropy"],
-            q_mean=float(q_KB[0].detach().mean()),
-            td_abs_mean=float(td_abs_B.mean()),
+            q_mean=out[2],
+            td_abs_mean=out[3],
         )
 
     def state_dict(self) -> dict[str, Any]:

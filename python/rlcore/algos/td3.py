@@ -20,11 +20,12 @@ import numpy as np
 import torch
 
 from rlcore.algos.common import (
+    TargetNetwork,
+    adam,
     clip_grad,
     freeze,
     no_param_grad,
     obs_to_torch,
-    polyak_update,
     resolve_device,
     td_target,
     weighted_mean,
@@ -118,6 +119,12 @@ class TD3:
         self.critic = critic.to(self.device)
         self.actor_target = freeze(copy.deepcopy(self.actor))
         self.critic_target = freeze(copy.deepcopy(self.critic))
+        self._targets = (
+            TargetNetwork(self.critic_target, self.critic),
+            TargetNetwork(self.actor_target, self.actor),
+        )
+        self._critic_params = list(self.critic.parameters())
+        self._actor_params = list(self.actor.parameters())
         self.actor_optimizer = actor_optimizer
         self.critic_optimizer = critic_optimizer
         self.rng = np.random.default_rng(config.seed)
@@ -148,8 +155,8 @@ class TD3:
             encoder=encoder,
             actor=actor,
             critic=critic,
-            actor_optimizer=torch.optim.Adam(actor.parameters(), lr=config.actor_lr),
-            critic_optimizer=torch.optim.Adam(critic.parameters(), lr=config.critic_lr),
+            actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
+            critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
             config=config,
             device=dev,
         )
@@ -194,30 +201,32 @@ class TD3:
         critic_loss = weighted_mean(((q_KB - y_B) ** 2).sum(0), weights_B)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
-        clip_grad(self.critic.parameters(), c.max_grad_norm)
+        clip_grad(self._critic_params, c.max_grad_norm)
         self.critic_optimizer.step()
         self.grad_steps += 1
 
         # Delayed actor step and target update.
         if self.grad_steps % c.policy_delay == 0:
-            with no_param_grad(self.critic):
+            with no_param_grad(self._critic_params):
                 q_pi_B = self.critic(obs_BO, self.actor(obs_BO))[0]
             actor_loss = weighted_mean(-q_pi_B, weights_B)
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward()
-            clip_grad(self.actor.parameters(), c.max_grad_norm)
+            clip_grad(self._actor_params, c.max_grad_norm)
             self.actor_optimizer.step()
             self.last_actor_loss = actor_loss.item()
-            polyak_update(self.critic_target, self.critic, c.tau)
-            polyak_update(self.actor_target, self.actor, c.tau)
+            for target in self._targets:
+                target.update(c.tau)
 
-        td_abs_B = (q_KB[0].detach() - y_B).abs()
+        q_B = q_KB[0].detach()
+        td_abs_B = (q_B - y_B).abs()
         self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None
+        # One tensor-to-float conversion for the statistics (float32 values, as .item() gives them).
+        critic_l, q_mean, td_abs_mean = torch.stack(
+            [critic_loss.detach(), q_B.mean(), td_abs_B.mean()]
+        ).tolist()
         return TD3Stats(
-            critic_loss=critic_loss.item(),
-            actor_loss=self.last_actor_loss,
-            q_mean=float(q_KB[0].detach().mean()),
-            td_abs_mean=float(td_abs_B.mean()),
+            critic_loss=critic_l, actor_loss=self.last_actor_loss, q_mean=q_mean, td_abs_mean=td_abs_mean
         )
 
     def state_dict(self) -> dict[str, Any]:
