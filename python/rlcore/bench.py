@@ -198,6 +198,9 @@ def versions() -> dict[str, str]:
 
         built = dt.datetime.fromtimestamp(os.path.getmtime(core.__file__), dt.UTC)
         out["rlcore"] += f" (native module built {built:%Y-%m-%d %H:%M} UTC"
+        if ROOT is None:  # an installed package: no git checkout to describe
+            out["rlcore"] += ", installed package)"
+            return out
         rev = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         )
@@ -303,7 +306,7 @@ def by_group(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 # (prefix of the operation, rank); the first matching prefix wins, so specific ones come first
-_OP_ORDER = [
+_OP_ORDER: list[tuple[str, float]] = [
     ("add one transition, obs", 20),
     ("sample(256), obs", 21),
     ("add one transition", 0),
@@ -312,7 +315,7 @@ _OP_ORDER = [
     ("sample(32)", 3),
     ("sample(256, n", 5),
     ("sample(256)", 4),
-    ("sample(1024)", 4),
+    ("sample(1024)", 4.5),
     ("GAE", 6),
     ("HER", 7),
     ("PER", 8),
@@ -322,7 +325,7 @@ _OP_ORDER = [
 ]
 
 
-def _op_rank(op: str) -> int:
+def _op_rank(op: str) -> float:
     return next((k for prefix, k in _OP_ORDER if op.startswith(prefix)), 99)
 
 
@@ -838,7 +841,7 @@ def scale_sections(
         cap = next(r["capacity"] for rs in groups.values() for r in rs if r["obs"] is not None)
         L.append(f"## Scale: observation size (capacity {_cap(cap)}; µs, median, and peer / rlcore)\n")
         for op, libs in by_op.items():
-            L.append(f"### {op}\n")
+            L.append(f"### {op}, by observation size\n")
             L.append("| library | " + " | ".join(f"obs {o}" for o in obs_order) + " |")
             L.append("|---|" + "---:|" * len(obs_order))
             for lib in sorted(libs, key=_lib_key):
