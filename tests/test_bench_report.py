@@ -162,3 +162,40 @@ def test_memory_probe_counts_rlcore_bytes() -> None:
     rec = json.loads(p.stdout.strip().splitlines()[-1])
     assert rec["n"] == 1_000_000
     assert 98 <= rec["bytes_per_transition"] < 150, rec
+
+
+def test_missing_peer_is_reported_as_skipped_in_its_group(tmp_path: Path) -> None:
+    """A peer that cannot be imported (here rlox, shadowed by a package that raises ImportError)
+    is skipped with the reason, filed under the group it would have been in; the others run."""
+    shadow = tmp_path / "shadow" / "rlox"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('rlox is not installed here')\n")
+    skips = tmp_path / "skips.json"
+    env = {**__import__("os").environ, "PYTHONPATH": str(shadow.parent), "RLCORE_BENCH_SKIPS": str(skips)}
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(bench.BENCH_DIR),
+            f"--rootdir={bench.BENCH_DIR}",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-disable",
+            "-q",
+            "-k",
+            "test_gae and (rlox or rlcore)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=bench.BENCH_DIR,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    recs = json.loads(skips.read_text())
+    assert {r["lib"] for r in recs} == {"rlox", "rlox (compute_gae per env)"}
+    for r in recs:
+        assert r["group"] == "GAE 2048x8"
+        assert "rlox unavailable: ImportError: rlox is not installed here" in r["reason"]
+    assert "2 skipped" in p.stdout and " passed" in p.stdout

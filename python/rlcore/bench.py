@@ -433,7 +433,8 @@ def charts(groups: dict[str, list[dict[str, Any]]], img: Path) -> dict[str, str]
         width = 0.8 / len(peers)
         x = np.arange(len(heads))
         for k, p in enumerate(peers):
-            vals = [next((r["ratio"] for r in groups[g] if r["lib"] == p), np.nan) for g in heads]
+            vals = [next((r["ratio"] for r in groups[g] if r["lib"] == p), None) for g in heads]
+            vals = [np.nan if v is None else v for v in vals]  # no such op, or no rlcore row to compare with
             ax.bar(x + k * width - 0.4 + width / 2, vals, width, label=p)
         ax.axhline(1, color="black", lw=0.8)
         ax.set_yscale("log")
@@ -1073,6 +1074,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.e2e == "quick"
                 else "Measured in this run with the scripts' default budgets."
             )
+            if not list(raw.glob("e2e-*.json")):
+                e2e_source = ""  # nothing ran: the notes say why
         else:
             e2e_source = ""
             e2e_notes = ["not measured in this run (`--e2e none`)"]
