@@ -29,6 +29,7 @@ Usage::
     python benches/e2e_speed.py --quick              # ~2 minutes: 3 rounds x 300 env steps
     python benches/e2e_speed.py --task sac-pendulum --json out.json
     python benches/e2e_speed.py --profile            # where the time goes (cProfile), both libraries
+    python benches/e2e_speed.py --task ddpg-her-fetchreach --ddpg-net 64,64   # smaller networks
 
 Reports env steps per wall-clock second and per CPU second of this process (``time.process_time``;
 the steadier figure on a shared machine), medians over rounds, and the median of the per-round
@@ -387,10 +388,11 @@ def profile_task(task: str, steps: int, warmup: int, seed: int) -> None:
         update = times.pop("update (total)")
         parts = {k: v for k, v in times.items() if not k.startswith("update:")}
         update_rest = update - times["update: backward"] - times["update: optimizer"]
+        if runner.library == "sb3":  # SB3 samples inside train(); rlcore's trainer samples outside update()
+            update_rest -= times["sample"]
         parts["update: forward + losses + targets"] = update_rest
         parts["update: backward"] = times["update: backward"]
         parts["update: optimizer"] = times["update: optimizer"]
-        # SB3's backward and Adam happen inside train(); rlcore's inside update().
         parts["loop overhead (stats, logging, trainer/collector glue)"] = loop - sum(parts.values())
         total = sum(parts.values())
         print(f"\n{task} / {runner.library}: {steps} env steps profiled, {wall:.2f} s wall under cProfile")
@@ -411,7 +413,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 rounds x 300 steps (~2 minutes)")
     parser.add_argument("--profile", action="store_true", help="cProfile breakdown instead of timing")
     parser.add_argument("--json", type=Path, default=None, help="write the medians here")
+    parser.add_argument(
+        "--ddpg-net",
+        default="256,256,256",
+        help="hidden widths of both libraries' DDPG actor and critic (default 256,256,256)",
+    )
     args = parser.parse_args()
+    DDPG_SETTINGS["net_arch"] = [int(w) for w in args.ddpg_net.split(",")]
     if args.quick:
         args.rounds, args.steps, args.warmup = 3, 300, 300
     torch.set_num_threads(1)
