@@ -276,7 +276,8 @@ def test_collect_expert_exports_a_minari_dataset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     minari = pytest.importorskip("minari")
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MINARI_DATASETS_PATH", "minari")  # relative: minari 0.5.4 mishandles it alone
     run, data = tmp_path / "run", tmp_path / "data"
     argv = ["collect-expert", "--algo", "ppo", "--env", "CartPole-v1", "--episodes", "3", "--steps", "256"]
     argv += ["--checkpoint", str(run), "--out", str(data), "--minari", "rlcore/cartpole-test-v0"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 import warnings
@@ -249,6 +250,26 @@ def export_minari(
                 infos={},
             )
         )
+    # Minari 0.5.4 joins a relative $MINARI_DATASETS_PATH with itself (a file-not-found error after
+    # it created the dataset's directory): hand it the absolute path for the call.
+    root = os.environ.get("MINARI_DATASETS_PATH")
+    if root is not None:
+        os.environ["MINARI_DATASETS_PATH"] = str(Path(root).absolute())
+    try:
+        return _create_minari(minari, dataset_id, env_id, episodes, algorithm_name, description)
+    finally:
+        if root is not None:
+            os.environ["MINARI_DATASETS_PATH"] = root
+
+
+def _create_minari(
+    minari: Any,
+    dataset_id: str,
+    env_id: str,
+    episodes: list[Any],
+    algorithm_name: str | None,
+    description: str | None,
+) -> Any:
     with warnings.catch_warnings():
         # Minari nags about metadata it cannot have here (an e-mail address); nothing else is silenced.
         warnings.filterwarnings("ignore", message="`author_email` is set to None", category=UserWarning)
