@@ -268,7 +268,7 @@ class ReplayBuffer(RawBuffer):
         return {
             "config": self._config(),
             "schema": {"obs": [list(s) for s in obs], "step": [list(s) for s in step]},
-            "arrays": {name: np.array(arr, copy=True) for name, arr in self._state_parts()},
+            "arrays": dict(self._state_parts()),  # fresh arrays, owned by the caller
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -314,9 +314,14 @@ class ReplayBuffer(RawBuffer):
             fname = f"{k:03d}_{name.replace(':', '_').replace('/', '_')}.npy"
             with open(data_dir / fname, "wb") as f:
                 np.save(f, arr, allow_pickle=False)
-                f.flush()
-                os.fsync(f.fileno())
             files[name] = fname
+        # flushed to disk after all files are written (the kernel writes them back together)
+        for fname in files.values():
+            fd = os.open(data_dir / fname, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         obs, step = self._schema()
         manifest = {
             "format": _FORMAT,

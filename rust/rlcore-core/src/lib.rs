@@ -24,7 +24,7 @@ pub use dtype::DType;
 pub use error::{CoreError, Result};
 pub use gae::{compute_gae, compute_nstep_returns};
 pub use sampling::{BatchOut, Plan, RewardFn};
-pub use state::StatePart;
+pub use state::{PartLayout, StatePart};
 pub use storage::{
     AddOutcome, Array, ColumnSpec, EpisodeDone, GoalStrategy, HerConfig, ReplayCore, Steps,
 };

@@ -45,178 +45,175 @@ fn read_u64s(b: &[u8]) -> Vec<u64> {
         .collect()
 }
 
+/// The name, dtype and shape of one state part.
+pub type PartLayout = (String, DType, Vec<usize>);
+
+/// Copy the fields of every row record into per-field arrays (one pass over the records).
+/// `fields[k] = (record offset, width, dst)` with `dst.len() == rows * width`.
+fn gather_rows(data: &[u8], rec: usize, rows: usize, fields: &mut [(usize, usize, &mut [u8])]) {
+    for (p, row) in data.chunks_exact(rec).take(rows).enumerate() {
+        for (off, w, dst) in fields.iter_mut() {
+            let (off, w) = (*off, *w);
+            dst[p * w..(p + 1) * w].copy_from_slice(&row[off..off + w]);
+        }
+    }
+}
+
+/// The inverse of [`gather_rows`]: per-field arrays into the row records, one pass.
+fn scatter_rows(data: &mut [u8], rec: usize, rows: usize, fields: &[(usize, usize, &[u8])]) {
+    for (p, row) in data.chunks_exact_mut(rec).take(rows).enumerate() {
+        for &(off, w, src) in fields {
+            row[off..off + w].copy_from_slice(&src[p * w..(p + 1) * w]);
+        }
+    }
+}
+
 impl ReplayCore {
-    /// Every array of the state, borrowed where possible.
-    pub fn state_parts(&self) -> Vec<StatePart<'_>> {
+    /// The record offset and width of every per-row field, in state-part order.
+    fn row_fields(&self) -> Vec<(String, DType, Vec<usize>, usize, usize)> {
         let rows = self.rows;
-        let n = self.num_envs;
-        let mut parts = Vec::new();
-        fn push<'b>(
-            parts: &mut Vec<StatePart<'b>>,
-            name: &str,
-            dtype: DType,
-            shape: Vec<usize>,
-            bytes: std::borrow::Cow<'b, [u8]>,
-        ) {
-            parts.push(StatePart {
-                name: name.to_string(),
-                dtype,
-                shape,
-                bytes,
-            });
-        }
-        let live = if self.has_schema() { rows } else { 0 };
-        let gather = |off: usize, width: usize| -> Vec<u8> {
-            let b = self.bytes();
-            let mut v = Vec::with_capacity(rows * width);
-            for p in 0..live {
-                let o = p * self.rec + off;
-                v.extend_from_slice(&b[o..o + width]);
+        let mut out = Vec::new();
+        if self.has_schema() {
+            for c in self.obs_cols.iter().chain(self.step_cols.iter()) {
+                let mut shape = vec![rows];
+                shape.extend_from_slice(&c.spec.shape);
+                out.push((
+                    format!("col:{}", c.spec.name),
+                    c.spec.dtype,
+                    shape,
+                    c.offset,
+                    c.item_bytes,
+                ));
             }
-            v.resize(rows * width, 0);
-            v
-        };
-        for c in self.obs_cols.iter().chain(self.step_cols.iter()) {
-            let mut shape = vec![rows];
-            shape.extend_from_slice(&c.spec.shape);
-            push(
-                &mut parts,
-                &format!("col:{}", c.spec.name),
-                c.spec.dtype,
-                shape,
-                gather(c.offset, c.item_bytes).into(),
-            );
         }
-        push(
-            &mut parts,
-            "rew",
-            DType::F32,
-            vec![rows],
-            gather(OFF_REW, 4).into(),
-        );
-        push(
-            &mut parts,
-            "terminated",
-            DType::U8,
-            vec![rows],
-            gather(OFF_TERM, 1).into(),
-        );
-        push(
-            &mut parts,
-            "truncated",
-            DType::U8,
-            vec![rows],
-            gather(OFF_TRUNC, 1).into(),
-        );
-        push(
-            &mut parts,
-            "flags",
-            DType::U8,
-            vec![rows],
-            gather(OFF_FLAGS, 1).into(),
-        );
-        push(
-            &mut parts,
-            "ep_id",
-            DType::U64,
-            vec![rows],
-            gather(OFF_EP_ID, 8).into(),
-        );
-        push(
-            &mut parts,
-            "ep_start",
-            DType::U64,
-            vec![rows],
-            bytes_of(&self.ep_start).into(),
-        );
-        push(
-            &mut parts,
-            "ep_end",
-            DType::U64,
-            vec![rows],
-            bytes_of(&self.ep_end).into(),
-        );
+        for (name, dtype, off, w) in [
+            ("rew", DType::F32, OFF_REW, 4),
+            ("terminated", DType::U8, OFF_TERM, 1),
+            ("truncated", DType::U8, OFF_TRUNC, 1),
+            ("flags", DType::U8, OFF_FLAGS, 1),
+            ("ep_id", DType::U64, OFF_EP_ID, 8),
+        ] {
+            out.push((name.to_string(), dtype, vec![rows], off, w));
+        }
+        out
+    }
+
+    /// Name, dtype and shape of every state part, in the order [`ReplayCore::export_state`]
+    /// fills them (no data is copied).
+    pub fn state_layout(&self) -> Vec<PartLayout> {
+        let (rows, n) = (self.rows, self.num_envs);
+        let mut out: Vec<PartLayout> = self
+            .row_fields()
+            .into_iter()
+            .map(|(name, dtype, shape, _, _)| (name, dtype, shape))
+            .collect();
+        out.push(("ep_start".into(), DType::U64, vec![rows]));
+        out.push(("ep_end".into(), DType::U64, vec![rows]));
+        for name in [
+            "env.head",
+            "env.open",
+            "env.next_ep",
+            "env.ep_len",
+            "env.n_trans",
+        ] {
+            out.push((name.into(), DType::U64, vec![n]));
+        }
+        out.push(("env.ep_return".into(), DType::F64, vec![n]));
+        out.push(("rng".into(), DType::U64, vec![4]));
+        if self.per.is_some() {
+            out.push(("per.priorities".into(), DType::F64, vec![rows]));
+            out.push(("per.max_p".into(), DType::F64, vec![1]));
+            out.push(("per.sampled".into(), DType::U64, vec![rows]));
+        }
+        out
+    }
+
+    /// Write every state part into `dsts` (one per [`ReplayCore::state_layout`] entry, each of
+    /// exactly its byte size). Rows without columns (no schema yet) export as zeros.
+    ///
+    /// Errors: `InvalidValue` when `dsts` does not match the layout.
+    pub fn export_state(&self, dsts: &mut [&mut [u8]]) -> Result<()> {
+        let layout = self.state_layout();
+        if dsts.len() != layout.len()
+            || layout
+                .iter()
+                .zip(dsts.iter())
+                .any(|((_, d, s), b)| b.len() != s.iter().product::<usize>() * d.size())
+        {
+            return Err(CoreError::value(
+                "export_state: destinations do not match the state layout".to_string(),
+            ));
+        }
+        let fields = self.row_fields();
+        let (row_dsts, rest) = dsts.split_at_mut(fields.len());
+        if self.has_schema() {
+            let mut f: Vec<(usize, usize, &mut [u8])> = fields
+                .iter()
+                .zip(row_dsts.iter_mut())
+                .map(|((_, _, _, off, w), d)| (*off, *w, &mut **d))
+                .collect();
+            gather_rows(self.bytes(), self.rec, self.rows, &mut f);
+        } else {
+            for d in row_dsts.iter_mut() {
+                d.fill(0);
+            }
+        }
+        let mut small: Vec<Vec<u8>> = vec![
+            bytes_of(&self.ep_start).to_vec(),
+            bytes_of(&self.ep_end).to_vec(),
+        ];
         let u64s = |f: &dyn Fn(&crate::storage::EnvState) -> u64| -> Vec<u8> {
             self.envs.iter().flat_map(|s| f(s).to_ne_bytes()).collect()
         };
-        push(
-            &mut parts,
-            "env.head",
-            DType::U64,
-            vec![n],
-            u64s(&|s| s.head).into(),
+        small.push(u64s(&|s| s.head));
+        small.push(u64s(&|s| s.open as u64));
+        small.push(u64s(&|s| s.next_ep));
+        small.push(u64s(&|s| s.ep_len));
+        small.push(u64s(&|s| s.n_trans));
+        small.push(
+            self.envs
+                .iter()
+                .flat_map(|s| s.ep_return.to_ne_bytes())
+                .collect(),
         );
-        push(
-            &mut parts,
-            "env.open",
-            DType::U64,
-            vec![n],
-            u64s(&|s| s.open as u64).into(),
+        small.push(
+            self.rng
+                .state()
+                .iter()
+                .flat_map(|x| x.to_ne_bytes())
+                .collect(),
         );
-        push(
-            &mut parts,
-            "env.next_ep",
-            DType::U64,
-            vec![n],
-            u64s(&|s| s.next_ep).into(),
-        );
-        push(
-            &mut parts,
-            "env.ep_len",
-            DType::U64,
-            vec![n],
-            u64s(&|s| s.ep_len).into(),
-        );
-        push(
-            &mut parts,
-            "env.n_trans",
-            DType::U64,
-            vec![n],
-            u64s(&|s| s.n_trans).into(),
-        );
-        let rets: Vec<u8> = self
-            .envs
-            .iter()
-            .flat_map(|s| s.ep_return.to_ne_bytes())
-            .collect();
-        push(
-            &mut parts,
-            "env.ep_return",
-            DType::F64,
-            vec![n],
-            rets.into(),
-        );
-        let rng: Vec<u8> = self
-            .rng
-            .state()
-            .iter()
-            .flat_map(|x| x.to_ne_bytes())
-            .collect();
-        push(&mut parts, "rng", DType::U64, vec![4], rng.into());
         if let Some(per) = &self.per {
-            push(
-                &mut parts,
-                "per.priorities",
-                DType::F64,
-                vec![rows],
-                bytes_of(per.tree.leaves()).to_vec().into(),
-            );
-            push(
-                &mut parts,
-                "per.max_p",
-                DType::F64,
-                vec![1],
-                per.max_p.to_ne_bytes().to_vec().into(),
-            );
-            push(
-                &mut parts,
-                "per.sampled",
-                DType::U64,
-                vec![rows],
-                bytes_of(&per.sampled).into(),
-            );
+            small.push(bytes_of(per.tree.leaves()).to_vec());
+            small.push(per.max_p.to_ne_bytes().to_vec());
+            small.push(bytes_of(&per.sampled).to_vec());
         }
-        parts
+        for (d, v) in rest.iter_mut().zip(small) {
+            d.copy_from_slice(&v);
+        }
+        Ok(())
+    }
+
+    /// Every array of the state (owned copies, in [`ReplayCore::state_layout`] order).
+    pub fn state_parts(&self) -> Vec<StatePart<'_>> {
+        let layout = self.state_layout();
+        let mut bufs: Vec<Vec<u8>> = layout
+            .iter()
+            .map(|(_, d, s)| vec![0u8; s.iter().product::<usize>() * d.size()])
+            .collect();
+        let mut dsts: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+        // the destinations are built from the layout itself, so they always match
+        let _ = self.export_state(&mut dsts);
+        layout
+            .into_iter()
+            .zip(bufs)
+            .map(|((name, dtype, shape), b)| StatePart {
+                name,
+                dtype,
+                shape,
+                bytes: b.into(),
+            })
+            .collect()
     }
 
     /// Declare `obs`/`step` columns when the buffer has none yet, then [`ReplayCore::load_state`];
@@ -244,11 +241,7 @@ impl ReplayCore {
     /// Errors: `Corrupt` when a part is missing, has the wrong dtype/shape, or the episode index
     /// is inconsistent; nothing is changed then.
     pub fn load_state(&mut self, parts: &[StatePart<'_>]) -> Result<()> {
-        let expected: Vec<(String, DType, Vec<usize>)> = self
-            .state_parts()
-            .into_iter()
-            .map(|p| (p.name, p.dtype, p.shape))
-            .collect();
+        let expected = self.state_layout();
         let mut found: Vec<&[u8]> = Vec::with_capacity(expected.len());
         for (name, dtype, shape) in &expected {
             let p = parts
@@ -303,9 +296,17 @@ impl ReplayCore {
             }
             let alive = head[e].min(seg);
             let mut count = 0u64;
+            // the ring position of the newest row, walked backwards without a division per row
+            let mut slot = if alive > 0 {
+                ((head[e] - 1) % seg) as usize
+            } else {
+                0
+            };
+            let mut rec_of = (u64::MAX, 0usize); // (episode, its record index), cached per episode
             for k in 0..alive {
                 let abs = head[e] - 1 - k;
-                let p = e * self.seg + (abs % seg) as usize;
+                let p = e * self.seg + slot;
+                slot = if slot == 0 { self.seg - 1 } else { slot - 1 };
                 if flags[p] & F_TRANSITION != 0 {
                     count += 1;
                 }
@@ -317,7 +318,10 @@ impl ReplayCore {
                 }
                 // the episode record of every alive row must contain it
                 let ep = ep_id[p];
-                let rec = e * self.seg + (ep % seg) as usize;
+                if rec_of.0 != ep {
+                    rec_of = (ep, e * self.seg + (ep % seg) as usize);
+                }
+                let rec = rec_of.1;
                 let (start, end) = (ep_start[rec], ep_end[rec]);
                 let running = open[e] == 1 && ep + 1 == next_ep[e];
                 let end_ok = if end == crate::storage::OPEN {
@@ -374,25 +378,13 @@ impl ReplayCore {
             }
         }
         // write
-        let rows = self.rows;
         if self.has_schema() {
-            let rec = self.rec;
-            let cols: Vec<(usize, usize)> = self
-                .obs_cols
+            let fields: Vec<(usize, usize, &[u8])> = self
+                .row_fields()
                 .iter()
-                .chain(self.step_cols.iter())
-                .map(|c| (c.offset, c.item_bytes))
+                .map(|(name, _, _, off, w)| (*off, *w, get(name)))
                 .collect();
-            let mut fixed: Vec<(usize, usize, &[u8])> = cols
-                .iter()
-                .enumerate()
-                .map(|(k, &(off, w))| (off, w, found[k]))
-                .collect();
-            fixed.push((OFF_REW, 4, get("rew")));
-            fixed.push((OFF_TERM, 1, get("terminated")));
-            fixed.push((OFF_TRUNC, 1, get("truncated")));
-            fixed.push((OFF_FLAGS, 1, get("flags")));
-            fixed.push((OFF_EP_ID, 8, get("ep_id")));
+            let (rec, rows) = (self.rec, self.rows);
             // SAFETY: u64 words viewed as bytes; exclusive borrow of self.data.
             let data = unsafe {
                 std::slice::from_raw_parts_mut(
@@ -400,12 +392,7 @@ impl ReplayCore {
                     self.data.len() * 8,
                 )
             };
-            for (off, w, src) in fixed {
-                for p in 0..rows {
-                    let o = p * rec + off;
-                    data[o..o + w].copy_from_slice(&src[p * w..(p + 1) * w]);
-                }
-            }
+            scatter_rows(data, rec, rows, &fields);
         }
         copy_into(&mut self.ep_start, get("ep_start"));
         copy_into(&mut self.ep_end, get("ep_end"));
@@ -430,7 +417,7 @@ impl ReplayCore {
                 .chunks_exact(8)
                 .map(|c| f64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
                 .collect();
-            debug_assert_eq!(leaves.len(), rows);
+            debug_assert_eq!(leaves.len(), self.rows);
             per.tree.load_leaves(&leaves);
             per.max_p = f64::from_ne_bytes(get("per.max_p").try_into().unwrap_or([0; 8]));
             copy_into(&mut per.sampled, get("per.sampled"));

@@ -351,6 +351,13 @@ proptest! {
         prop_assert_eq!(&out.idx, &out2.idx);
         prop_assert_eq!(&out.rew, &out2.rew);
         prop_assert_eq!(&out.w, &out2.w);
+        // the exported state round-trips byte for byte; export checks its destinations
+        let again: Vec<_> = other.state_parts().into_iter().map(|p| p.bytes.into_owned()).collect();
+        let first: Vec<_> = core.state_parts().into_iter().map(|p| p.bytes.into_owned()).collect();
+        prop_assert_eq!(first, again);
+        let mut short = vec![0u8; 3];
+        let mut dsts: Vec<&mut [u8]> = vec![short.as_mut_slice()];
+        prop_assert!(core.export_state(&mut dsts).is_err());
     }
 }
 

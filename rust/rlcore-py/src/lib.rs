@@ -1403,27 +1403,28 @@ impl RawBuffer {
         Ok((ol, sl))
     }
 
-    /// The whole state as a list of (name, array); large arrays are read-only views.
+    /// The whole state as a list of (name, array); every array is a fresh copy, filled by the
+    /// core in one pass over the row records.
     fn _state_parts<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyList>> {
         let py = slf.py();
         let me = slf.get();
-        let base = slf.clone().into_any();
         let l = PyList::empty(py);
         let core = me.lock(py)?;
-        for p in core.state_parts() {
-            let a = match &p.bytes {
-                // SAFETY: borrowed parts point into storage that lives as long as `base`.
-                Cow::Borrowed(b) => unsafe {
-                    new_array(py, p.dtype, &p.shape, Some((b.as_ptr(), &base)))?
-                },
-                Cow::Owned(v) => {
-                    let a = fresh(py, p.dtype, &p.shape)?;
-                    // SAFETY: fresh array of exactly v.len() bytes.
-                    unsafe { bytes_mut(&a) }.copy_from_slice(v);
-                    a
-                }
-            };
-            l.append((p.name.clone(), a))?;
+        let layout = core.state_layout();
+        let mut arrays = Vec::with_capacity(layout.len());
+        for (name, dtype, shape) in &layout {
+            arrays.push((name.clone(), fresh(py, *dtype, shape)?));
+        }
+        {
+            // SAFETY: fresh arrays owned by this function, each of exactly its layout's size.
+            let mut dsts: Vec<&mut [u8]> = arrays
+                .iter()
+                .map(|(_, a)| unsafe { bytes_mut(a) })
+                .collect();
+            core.export_state(&mut dsts).or_py(py)?;
+        }
+        for (name, a) in arrays {
+            l.append((name, a))?;
         }
         Ok(l)
     }
