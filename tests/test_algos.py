@@ -157,6 +157,34 @@ def test_ensemble_critics_are_independent() -> None:
     assert q.net[0].weight.grad[1].abs().sum() == 0 and q.net[0].weight.grad[0].abs().sum() > 0
 
 
+def test_ensemble_critic_cpu_member_loop_matches_batched_form() -> None:
+    """The CPU path (one addmm chain per member) computes what the batched baddbmm chain (the CUDA
+    path, ``q.net`` on the input repeated K times) computes: values and parameter gradients."""
+    torch.manual_seed(0)
+    q = EnsembleQNetwork(3, 2, (8, 8), n_critics=2)
+    obs, act = torch.randn(5, 3), torch.randn(5, 2)
+    out = q(obs, act)
+    out.square().sum().backward()
+    grads = [p.grad.clone() for p in q.parameters()]
+    q.zero_grad()
+    x = torch.cat([obs, act], -1)
+    ref = q.net(x.unsqueeze(0).expand(2, *x.shape)).squeeze(-1)
+    ref.square().sum().backward()
+    torch.testing.assert_close(out, ref)
+    for g, p in zip(grads, q.parameters(), strict=True):
+        torch.testing.assert_close(g, p.grad)
+
+
+def test_squashed_actor_action_is_forward_without_log_prob() -> None:
+    actor = SquashedGaussianActor(3, BOX_ACT, (8,))
+    x = torch.randn(6, 3)
+    torch.manual_seed(1)
+    a_forward, _ = actor(x)
+    torch.manual_seed(1)
+    torch.testing.assert_close(actor.action(x), a_forward)
+    torch.testing.assert_close(actor.action(x, deterministic=True), actor(x, deterministic=True)[0])
+
+
 def test_dueling_head_shape_and_mean_zero_advantage() -> None:
     q = DiscreteQNetwork(3, 4, (8, 8), dueling=True)
     x = torch.randn(5, 3)
@@ -244,6 +272,26 @@ def test_dqn_epsilon_schedule_and_greedy_actions() -> None:
     assert algo.epsilon == pytest.approx(0.05)
     greedy = algo.act(obs, deterministic=True)
     assert np.all(greedy == greedy[0])
+
+
+def test_dqn_learning_rate_anneals_linearly_with_env_steps() -> None:
+    algo = DQN.from_spaces(
+        BOX_OBS,
+        gym.spaces.Discrete(3),
+        DQNConfig(hidden=(8,), lr=1e-3, lr_anneal_env_steps=100, seed=0),
+        device="cpu",
+    )
+    batch = make_batch(BOX_OBS, gym.spaces.Discrete(3))
+    assert algo.update(batch).learning_rate == pytest.approx(1e-3)
+    obs = np.zeros((10, 3), np.float32)
+    for _ in range(3):
+        algo.act(obs)  # 30 env steps
+    assert algo.update(batch).learning_rate == pytest.approx(0.7e-3)
+    for _ in range(10):
+        algo.act(obs)
+    assert algo.update(batch).learning_rate == 0.0
+    with pytest.raises(ValueError):
+        DQNConfig(lr_anneal_env_steps=0)
 
 
 # ---------------------------------------------------------------- continuous algorithms

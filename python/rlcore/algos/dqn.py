@@ -43,7 +43,10 @@ class DQNConfig:
     hidden: tuple[int, ...] = (128, 128)
     """Hidden layer widths of the Q-network (used by ``from_spaces``)."""
     lr: float = 5e-4
-    """Adam learning rate (used by ``from_spaces``)."""
+    """Adam learning rate (used by ``from_spaces``; the start of the annealing below)."""
+    lr_anneal_env_steps: int | None = None
+    """Anneal the learning rate linearly from ``lr`` to 0 over this many env steps (counted like
+    epsilon, in ``act(deterministic=False)``); ``None``: constant ``lr``."""
     double_q: bool = True
     """Select the next action with the online network, evaluate it with the target (van Hasselt 2016)."""
     dueling: bool = False
@@ -72,6 +75,8 @@ class DQNConfig:
     def __post_init__(self) -> None:
         if self.loss not in ("huber", "mse"):
             raise ValueError(f"loss must be 'huber' or 'mse', got {self.loss!r}")
+        if self.lr_anneal_env_steps is not None and self.lr_anneal_env_steps < 1:
+            raise ValueError(f"lr_anneal_env_steps must be >= 1 or None, got {self.lr_anneal_env_steps}")
         if self.target_update_interval < 1:
             raise ValueError(f"target_update_interval must be >= 1, got {self.target_update_interval}")
         if not 0.0 < self.tau <= 1.0:
@@ -94,6 +99,8 @@ class DQNStats:
     """Global gradient norm before clipping (0 when clipping is off)."""
     epsilon: float
     """Current exploration epsilon."""
+    learning_rate: float
+    """Learning rate of this gradient step."""
 
 
 class DQN:
@@ -213,6 +220,10 @@ class DQN:
             loss_B = F.mse_loss(q_B, y_B, reduction="none")
         loss = weighted_mean(loss_B, weights_B)
 
+        if c.lr_anneal_env_steps is not None:
+            frac = min(1.0, self.explore_env_steps / c.lr_anneal_env_steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = c.lr * (1.0 - frac)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = clip_grad(self._q_params, c.max_grad_norm)
@@ -230,6 +241,7 @@ class DQN:
             td_abs_mean=float(td_abs_B.mean()),
             grad_norm=grad_norm,
             epsilon=self.epsilon,
+            learning_rate=float(self.optimizer.param_groups[0]["lr"]),
         )
 
     def state_dict(self) -> dict[str, Any]:
