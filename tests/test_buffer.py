@@ -1322,3 +1322,98 @@ def test_save_crashing_midway_leaves_previous_save_intact(tmp_path, monkeypatch,
     # and a later successful save replaces it
     buf.save(root)
     _state_equal(buf, rlcore.ReplayBuffer.load(root))
+
+
+# ---------------------------------------------------------------------------------------------
+# extend: T vector steps in one call
+
+
+class _Recorder:
+    """Forwards ``add`` to a real buffer and keeps every call's arguments and result."""
+
+    def __init__(self, buf):
+        self.buf, self.calls = buf, []
+
+    def add(self, obs, act, rew, term, trunc, obs_next, *, mask, **extras):
+        res = self.buf.add(obs, act, rew, term, trunc, obs_next, mask=mask, **extras)
+        self.calls.append(((obs, act, rew, term, trunc, obs_next), mask, extras, res))
+        return res
+
+
+def _stack(xs):
+    if isinstance(xs[0], dict):
+        return {k: np.stack([x[k] for x in xs]) for k in xs[0]}
+    return np.stack(xs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=stream_params, data=st.data())
+def test_extend_equals_step_by_step_add(p, data):
+    """Chunks of T vector steps through ``extend`` build exactly the state (rows, episode index,
+    RNG untouched) and the AddResults of T ``add`` calls."""
+    n = p["num_envs"]
+    steps = data.draw(
+        st.lists(st.lists(st.sampled_from(KINDS), min_size=n, max_size=n), min_size=1, max_size=30)
+    )
+    dict_obs = data.draw(st.booleans())
+    rec = _Recorder(rlcore.ReplayBuffer(p["seg"] * n, num_envs=n, seed=p["seed"]))
+    stream = Stream(rec, RefBuffer(p["seg"] * n, n), n, dict_obs=dict_obs, seed=p["seed"])
+    for kinds in steps:
+        stream.step(kinds)
+    other = rlcore.ReplayBuffer(p["seg"] * n, num_envs=n, seed=p["seed"])
+    calls, k = rec.calls, 0
+    while k < len(calls):
+        t = data.draw(st.integers(1, len(calls) - k))
+        chunk = calls[k : k + t]
+        arrays = [_stack([c[0][j] for c in chunk]) for j in range(6)]
+        res = other.extend(
+            *arrays, mask=_stack([c[1] for c in chunk]), aux=_stack([c[2]["aux"] for c in chunk])
+        )
+        assert res.indices.tolist() == [i for c in chunk for i in c[3].indices.tolist()]
+        assert res.done_envs.tolist() == [e for c in chunk for e in c[3].done_envs.tolist()]
+        assert res.episode_lengths.tolist() == [x for c in chunk for x in c[3].episode_lengths.tolist()]
+        k += t
+    if rec.buf._schema()[1]:
+        _state_equal(rec.buf, other)
+
+
+def test_extend_single_env_takes_time_only_arrays_like_from_arrays():
+    d = _offline_data()
+    buf = rlcore.ReplayBuffer(64, seed=5)
+    res = buf.extend(*d)
+    assert res.indices.shape == (12,) and res.done_envs.tolist() == [0, 0]
+    _state_equal(buf, rlcore.ReplayBuffer.from_arrays(*d, capacity=64, seed=5))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(rew=np.zeros((4, 3), F32)),  # N does not match num_envs=2
+        dict(rew=np.zeros(8, F32)),  # [T] only for one env
+        dict(act=np.zeros((3, 2, 2), F32)),  # T differs
+        dict(obs_next=np.zeros((4, 1, 2), F32)),  # N differs
+        dict(terminated=np.zeros((4, 2, 1), bool)),  # extra trailing dimension
+        dict(act=np.zeros((4, 2, 3), F32)),  # action shape differs from the stored column
+        dict(aux=np.zeros((4, 2), np.complex64)),  # extra of an unsupported dtype
+        dict(obs={"pos": np.zeros((4, 2, 2), F32)}),  # dict obs for an array column
+    ],
+)
+def test_extend_bad_input_raises_typed_error_and_writes_nothing(bad):
+    buf = _long_buffer(0, num_envs=2, steps=6)
+    before = buf.state_dict()
+    good = dict(
+        obs=np.full((4, 2, 2), 9, F32),
+        act=np.zeros((4, 2, 2), F32),
+        rew=np.zeros((4, 2), F32),
+        terminated=np.zeros((4, 2), bool),
+        truncated=np.zeros((4, 2), bool),
+        obs_next=np.full((4, 2, 2), 9, F32),
+        aux=np.zeros((4, 2), np.int32),
+    )
+    twin = pickle.loads(pickle.dumps(buf))
+    assert twin.extend(**good).indices.shape == (8,)
+    with pytest.raises((rlcore.errors.ShapeError, rlcore.errors.DTypeError)):
+        buf.extend(**{**good, **bad})
+    after = buf.state_dict()
+    for k in before["arrays"]:
+        np.testing.assert_array_equal(before["arrays"][k], after["arrays"][k], err_msg=k)

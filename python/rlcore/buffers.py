@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rlcore._core import RawBuffer
+from rlcore._core import AddResult, RawBuffer
 from rlcore.batch import TransitionBatch
-from rlcore.errors import ApiUsageError, InvalidValueError, RlcoreError, SaveFileError
+from rlcore.errors import ApiUsageError, InvalidValueError, RlcoreError, SaveFileError, ShapeError
 
 __all__ = [
     "HERReplayBuffer",
@@ -167,6 +167,70 @@ class ReplayBuffer(RawBuffer):
         buf = cls(capacity, num_envs=1, seed=seed)
         buf._extend(obs, act, rew_a, terminated, truncated, obs_next, **dict(extras or {}))
         return buf
+
+    def extend(
+        self,
+        obs: np.ndarray | Mapping[str, np.ndarray],
+        act: np.ndarray,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        obs_next: np.ndarray | Mapping[str, np.ndarray],
+        *,
+        mask: np.ndarray | None = None,
+        **extras: np.ndarray,
+    ) -> AddResult:
+        """Add T consecutive vector-env steps in one call, exactly as T :meth:`add` calls would.
+
+        Arrays have leading dimensions ``[T, N]`` (N = ``num_envs``): ``obs``/``obs_next``
+        ``[T, N, *O]`` (or dicts of such), ``act`` ``[T, N, *A]``, ``rew``/``terminated``/
+        ``truncated``/``mask`` ``[T, N]``, extras ``[T, N, *shape]``. A single-env buffer also
+        takes ``[T, ...]`` arrays (``rew`` of shape ``[T]``). Everything is validated before
+        anything is written.
+
+        Returns:
+            AddResult whose ``rows`` are ``[T * N]`` in time-major order (step t of env i at
+            ``t * N + i``; -1 where masked) and whose finished episodes are listed in order.
+
+        Raises:
+            ShapeError: ``rew`` is not ``[T, N]`` (or ``[T]`` for one env), or another array's
+                leading dimensions differ; everything else as :meth:`add`.
+            DTypeError: as :meth:`add`.
+        """
+        rew_a = np.asarray(rew)
+        n = self.num_envs
+        if rew_a.ndim == 1 and n == 1:  # T steps of one env: the core validates the leading T
+            return self._extend(obs, act, rew_a, terminated, truncated, obs_next, mask=mask, **extras)
+        if rew_a.ndim == 2 and rew_a.shape[1] == n:
+            lead: tuple[int, ...] = rew_a.shape
+        else:
+            want = "[T, num_envs]" + (" or [T]" if n == 1 else "")
+            raise ShapeError(f"extend: rew must have shape {want} with num_envs={n}, got {rew_a.shape}")
+        rows = lead[0] * lead[1]
+
+        def flat(name: str, x: Any) -> Any:
+            if isinstance(x, Mapping):
+                return {k: flat(f"{name}['{k}']", v) for k, v in x.items()}
+            a = np.asarray(x)
+            if a.shape[: len(lead)] != lead:
+                raise ShapeError(f"extend: {name} must have leading dimensions {list(lead)}, got {a.shape}")
+            return a.reshape(rows, *a.shape[len(lead) :])
+
+        args = [
+            flat(k, v)
+            for k, v in (
+                ("obs", obs),
+                ("act", act),
+                ("rew", rew_a),
+                ("terminated", terminated),
+                ("truncated", truncated),
+                ("obs_next", obs_next),
+            )
+        ]
+        kw = {k: flat(k, v) for k, v in extras.items()}
+        if mask is not None:
+            kw["mask"] = flat("mask", mask)
+        return self._extend(*args, **kw)
 
     # -- sampling -----------------------------------------------------------------------------
 

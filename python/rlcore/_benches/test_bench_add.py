@@ -171,8 +171,8 @@ def _chunk_op(lib: str) -> tuple[Any, str]:
         nxt = cycler(
             [(c["obs"], c["act"], c["rew"], c["terminated"], c["truncated"], c["obs_next"]) for c in chunks]
         )
-        extend = buf._extend
-        return (lambda: extend(*nxt())), "`_extend`: the bulk path behind `from_arrays` (no public name yet)"
+        extend = buf.extend
+        return (lambda: extend(*nxt())), "`extend`: T steps in one call"
     if lib == "rlox":
         buf = build_rlox(CAPACITY)
         nxt = cycler(

@@ -694,22 +694,26 @@ impl ReplayCore {
         Ok(self.write_rows(s, n, |i| i))
     }
 
-    /// Add T consecutive steps of one env (rows of the arrays in time order), e.g. an offline
-    /// dataset of whole episodes. Equivalent to T single-env `add` calls. Needs `num_envs == 1`.
+    /// Add T consecutive vector steps in one call: row i of the arrays is step `i / N` of env
+    /// `i % N` (a `[T, N, ...]` chunk flattened time-major to `[T * N, ...]`; with `N = 1`, T
+    /// steps of one env such as an offline dataset). Equivalent to T `add` calls, validated as a
+    /// whole before anything is written.
     pub fn extend(&mut self, s: &Steps<'_>) -> Result<AddOutcome> {
-        if self.num_envs != 1 {
-            return Err(CoreError::usage(
-                "extend (from_arrays) needs a buffer with num_envs=1",
-            ));
-        }
         if s.rew.ndim() != 1 {
             return Err(CoreError::shape(format!(
-                "rew: expected shape [T], got {:?}",
+                "rew: expected shape [T * num_envs], got {:?}",
                 s.rew.shape
             )));
         }
-        let t_len = self.define_and_validate(s, 1, None)?;
-        Ok(self.write_rows(s, t_len, |_| 0))
+        let n_envs = self.num_envs;
+        if s.rew.shape[0] % n_envs != 0 {
+            return Err(CoreError::shape(format!(
+                "extend: {} rows is not a whole number of steps of {n_envs} envs",
+                s.rew.shape[0]
+            )));
+        }
+        let rows = self.define_and_validate(s, 1, None)?;
+        Ok(self.write_rows(s, rows, |i| i % n_envs))
     }
 
     /// Infer the columns on the first call, then validate; a failed first call leaves the
