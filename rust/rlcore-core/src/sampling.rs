@@ -337,8 +337,8 @@ impl ReplayCore {
         out: &mut BatchOut<'_>,
         reward_fn: Option<&mut RewardFn<'_>>,
     ) -> Result<()> {
-        if self.per.is_none() && self.her.is_none() && n_step == 1 {
-            self.sample_fused(b, gamma, out);
+        if self.per.is_none() && self.her.is_none() {
+            self.sample_fused(b, n_step, gamma, out);
             return Ok(());
         }
         if self.plan.len() < b {
@@ -376,30 +376,44 @@ impl ReplayCore {
         Ok(())
     }
 
-    /// The common case (uniform, one-step, no relabeling) in one pass: draw, check, gather,
-    /// with the candidates of the next `PREFETCH_AHEAD` samples already in flight.
-    fn sample_fused(&mut self, b: usize, gamma: f64, out: &mut BatchOut<'_>) {
+    /// The common case (uniform, no priorities, no relabeling) in one pass: draw, check, walk
+    /// the n-step window (as `plan_windows`), gather, with the records of the next
+    /// `PREFETCH_AHEAD` candidates and their windows already in flight.
+    fn sample_fused(&mut self, b: usize, n_step: usize, gamma: f64, out: &mut BatchOut<'_>) {
         let seg = self.seg as u64;
         let all_full = self.envs.iter().all(|s| s.head >= seg);
         let total: u64 = self.envs.iter().map(|s| s.head.min(seg)).sum();
+        // a window reads rows t .. t + n (its next observation included)
+        let (ahead_rows, ahead_bytes) = (n_step + 1, 64 * (2 + (n_step + 1) * self.rec / 64));
         let mut ring = [0usize; PREFETCH_AHEAD];
         for slot in ring.iter_mut().take(b.min(PREFETCH_AHEAD)) {
             *slot = self.candidate(all_full, total);
-            self.prefetch(*slot);
+            self.prefetch_rows(*slot, ahead_rows, ahead_bytes);
         }
-        let disc = [gamma as f32, 0.0];
         for i in 0..b {
             let slot = i % PREFETCH_AHEAD;
             let mut p = ring[slot];
             if i + PREFETCH_AHEAD < b {
                 let c = self.candidate(all_full, total);
-                self.prefetch(c);
+                self.prefetch_rows(c, ahead_rows, ahead_bytes);
                 ring[slot] = c;
             }
             while self.flag(p) & F_TRANSITION == 0 {
                 p = self.candidate(all_full, total);
             }
-            let q = self.next_row(p);
+            // the window: m = min(n, first k >= 1 whose row t + k is not a transition)
+            let mut last = p;
+            let mut q = self.next_row(p);
+            let mut acc = self.rew(p) as f64;
+            let mut g = gamma;
+            let mut m = 1;
+            while m < n_step && self.flag(q) & F_TRANSITION != 0 {
+                acc += g * self.rew(q) as f64;
+                g *= gamma;
+                last = q;
+                q = self.next_row(q);
+                m += 1;
+            }
             for (k, c) in self.obs_cols.iter().enumerate() {
                 let ib = c.item_bytes;
                 copy_row(&mut out.obs[k][i * ib..(i + 1) * ib], self.cell(c, p));
@@ -409,11 +423,11 @@ impl ReplayCore {
                 let ib = c.item_bytes;
                 copy_row(&mut out.step[k][i * ib..(i + 1) * ib], self.cell(c, p));
             }
-            let term = self.term(p);
-            out.rew[i] = self.rew(p);
+            let term = self.term(last);
+            out.rew[i] = acc as f32;
             out.terminated[i] = term;
-            out.truncated[i] = self.trunc(p);
-            out.discount[i] = disc[(term != 0) as usize];
+            out.truncated[i] = self.trunc(last);
+            out.discount[i] = (g * (1 - term) as f64) as f32;
             out.indices[i] = p as i64;
         }
     }
