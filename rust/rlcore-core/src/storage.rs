@@ -706,7 +706,7 @@ impl ReplayCore {
             )));
         }
         let n_envs = self.num_envs;
-        if s.rew.shape[0] % n_envs != 0 {
+        if !s.rew.shape[0].is_multiple_of(n_envs) {
             return Err(CoreError::shape(format!(
                 "extend: {} rows is not a whole number of steps of {n_envs} envs",
                 s.rew.shape[0]
