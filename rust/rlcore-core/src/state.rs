@@ -158,35 +158,36 @@ impl ReplayCore {
                 d.fill(0);
             }
         }
-        let mut small: Vec<Vec<u8>> = vec![
-            bytes_of(&self.ep_start).to_vec(),
-            bytes_of(&self.ep_end).to_vec(),
-        ];
-        let u64s = |f: &dyn Fn(&crate::storage::EnvState) -> u64| -> Vec<u8> {
-            self.envs.iter().flat_map(|s| f(s).to_ne_bytes()).collect()
+        use std::borrow::Cow;
+        let u64s = |f: &dyn Fn(&crate::storage::EnvState) -> u64| -> Cow<'_, [u8]> {
+            Cow::Owned(self.envs.iter().flat_map(|s| f(s).to_ne_bytes()).collect())
         };
-        small.push(u64s(&|s| s.head));
-        small.push(u64s(&|s| s.open as u64));
-        small.push(u64s(&|s| s.next_ep));
-        small.push(u64s(&|s| s.ep_len));
-        small.push(u64s(&|s| s.n_trans));
-        small.push(
-            self.envs
-                .iter()
-                .flat_map(|s| s.ep_return.to_ne_bytes())
-                .collect(),
-        );
-        small.push(
-            self.rng
-                .state()
-                .iter()
-                .flat_map(|x| x.to_ne_bytes())
-                .collect(),
-        );
+        let mut small: Vec<Cow<'_, [u8]>> = vec![
+            Cow::Borrowed(bytes_of(&self.ep_start)),
+            Cow::Borrowed(bytes_of(&self.ep_end)),
+            u64s(&|s| s.head),
+            u64s(&|s| s.open as u64),
+            u64s(&|s| s.next_ep),
+            u64s(&|s| s.ep_len),
+            u64s(&|s| s.n_trans),
+            Cow::Owned(
+                self.envs
+                    .iter()
+                    .flat_map(|s| s.ep_return.to_ne_bytes())
+                    .collect(),
+            ),
+            Cow::Owned(
+                self.rng
+                    .state()
+                    .iter()
+                    .flat_map(|x| x.to_ne_bytes())
+                    .collect(),
+            ),
+        ];
         if let Some(per) = &self.per {
-            small.push(bytes_of(per.tree.leaves()).to_vec());
-            small.push(per.max_p.to_ne_bytes().to_vec());
-            small.push(bytes_of(&per.sampled).to_vec());
+            small.push(Cow::Borrowed(bytes_of(per.tree.leaves())));
+            small.push(Cow::Owned(per.max_p.to_ne_bytes().to_vec()));
+            small.push(Cow::Borrowed(bytes_of(&per.sampled)));
         }
         for (d, v) in rest.iter_mut().zip(small) {
             d.copy_from_slice(&v);
