@@ -9,8 +9,10 @@
    (:func:`rlcore.imitation.gail_settings`): the MuJoCo PPO preset (1 env x 2048 steps, 10 epochs
    of 64, Adam 3e-4 annealed over the run, normalised observations and returns, value clipping)
    as the generator, and a discriminator with 8 steps of 256 expert + 256 policy pairs per rollout,
-   gradient penalty 10, reward ``-log(1 - D)``. The env reward is only used for the episode
-   statistics and the evaluation.
+   gradient penalty 10, reward ``-log(1 - D)`` and absorbing states at terminations (Kostrikov et
+   al. 2019; without them the always-positive reward taught the generator to stand still rather
+   than hop like an expert that falls). The env reward is only used for the episode statistics and
+   the evaluation.
 
 Prints the expert's return, BC's and GAIL's final evaluation, and GAIL's return as a fraction of
 the expert's.
@@ -89,7 +91,7 @@ def main() -> None:
     )
 
     # 3. GAIL with the CLI's settings.
-    settings = gail_settings(ENV, act_space, steps=args.steps, seed=args.seed)
+    settings = gail_settings(ENV, steps=args.steps, seed=args.seed)
     envs = _make_envs(ENV, settings.num_envs)
     gail = GAIL.from_spaces(
         obs_space, act_space, expert, settings.gail, settings.ppo, num_envs=settings.num_envs

@@ -315,9 +315,10 @@ def test_gail_settings_run_one_hopper_iteration() -> None:
     env_id = "Hopper-v5"
     buf, _ = record_episodes(lambda o: np.zeros((len(o), 3), np.float32), env_id, 2, seed=0)
     envs, eval_envs = _vec(env_id, 1), _vec(env_id, 2)
-    s = gail_settings(env_id, envs.single_action_space, steps=2048, seed=0)
+    s = gail_settings(env_id, steps=2048, seed=0)
     assert (s.num_envs, s.trainer.num_steps, s.gail.disc_updates) == (1, 2048, 8)
     assert s.ppo.lr_anneal_env_steps == 2048 and s.ppo.normalize_obs and s.ppo.ent_coef == 0.0
+    assert s.gail.absorbing
     gail = GAIL.from_spaces(
         envs.single_observation_space, envs.single_action_space, buf, s.gail, s.ppo, num_envs=1
     )
@@ -328,3 +329,59 @@ def test_gail_settings_run_one_hopper_iteration() -> None:
     assert isinstance(train, GAILStats) and train.grad_steps == 8 + 10 * -(-stats.env_steps // 64)
     assert np.isfinite([train.disc_loss, train.learned_reward, train.policy_loss]).all()
     assert train.learned_reward > 0  # -log(1 - D) > 0
+
+
+class FixedPolicy(RandomPolicy):
+    """``policy(obs)`` actions with dummy log-probs and values (an ``ActorCriticPolicy``)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+
+    def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = len(obs)
+        return self.policy(obs), np.zeros(n, np.float32), np.zeros(n, np.float32)
+
+
+def test_absorbing_states_value_terminations() -> None:
+    """Kostrikov et al. 2019: the discriminator learns the absorbing state's reward from how often
+    each side terminates, and terminated steps get gamma r_a / (1 - gamma) added."""
+    # The 'expert' always pushes left (CartPole terminates after ~10 steps); the policy balances.
+    falling, _ = record_episodes(lambda o: np.zeros(len(o), np.int64), "CartPole-v1", 20, seed=0)
+    envs = _vec("CartPole-v1", 4)
+    gail = _gail(falling, envs, absorbing=True, disc_updates=50, lr=1e-3, grad_penalty=0.0)
+    assert gail.discriminator.features(torch.zeros(2, 4), torch.zeros(2)).shape == (2, 4 + 2 + 1)
+    sampler = RolloutSampler(envs)
+    sampler.reset(seed=0)
+    for _ in range(4):
+        rollout, _ = sampler.sample(FixedPolicy(cartpole_expert), envs, 64)
+        assert not rollout.terminated.any()
+        gail.discriminator_update(rollout)
+    # Only the expert reaches the absorbing state: it looks expert-like (D > 0.5).
+    assert gail.absorbing_reward() > float(np.log(2.0))  # softplus(logit) > log 2 <=> logit > 0
+    # Terminated rows of a rollout get the discounted absorbing value, other rows keep their reward.
+    sampler = RolloutSampler(envs, reward_fn=gail.reward)
+    sampler.reset(seed=1)
+    rollout, _ = sampler.sample(gail, envs, 64)
+    term = rollout.terminated & rollout.valid
+    assert term.any()
+    before, r_abs, gamma = rollout.rew.copy(), gail.absorbing_reward(), gail.generator.config.gamma
+    stats = gail.update(rollout)
+    assert stats.absorbing_reward == pytest.approx(r_abs)
+    np.testing.assert_allclose(rollout.rew[term], before[term] + gamma * r_abs / (1 - gamma), rtol=1e-5)
+    np.testing.assert_array_equal(rollout.rew[~term], before[~term])
+    assert stats.learned_reward == pytest.approx(before[rollout.valid].mean())
+    with pytest.raises(ValueError, match="absorbing"):
+        _gail(falling, envs).absorbing_reward()
+
+
+def test_absorbing_state_looks_like_the_policy_when_only_the_policy_terminates(cartpole_data: Any) -> None:
+    buf, returns = cartpole_data  # the balancing expert: truncated at 500, or terminated late
+    envs = _vec("CartPole-v1", 4)
+    gail = _gail(buf, envs, absorbing=True, disc_updates=50, lr=1e-3, grad_penalty=0.0)
+    sampler = RolloutSampler(envs)
+    sampler.reset(seed=0)
+    for _ in range(4):
+        rollout, _ = sampler.sample(FixedPolicy(lambda o: np.zeros(len(o), np.int64)), envs, 64)
+        assert rollout.terminated.sum() >= 4 * 4
+        gail.discriminator_update(rollout)
+    assert gail.absorbing_reward() < float(np.log(2.0))  # D(s_a) < 0.5

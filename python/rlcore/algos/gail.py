@@ -19,6 +19,16 @@ The learned reward ``r(s, a)`` is, with ``x = logit D(s, a)``:
 * ``"logit"``: ``log D - log(1 - D) = x`` (Fu et al. 2018, AIRL; Kostrikov et al. 2019, section 4.1),
   without the survival bias.
 
+Absorbing states (``GAILConfig(absorbing=True)``; Kostrikov et al. 2019, "Discriminator-Actor-
+Critic", section 4.2): a terminated episode continues in an absorbing state ``s_a`` forever. The
+discriminator sees one absorbing pair per terminated episode, on both sides (its input carries an
+absorbing flag; an absorbing pair is the zero observation and action with the flag set), so it learns
+the reward ``r_a = r(s_a)``, and a terminated step's reward gets ``gamma * V(s_a) = gamma r_a / (1 -
+gamma)`` added before the PPO update (instead of the implicit 0 of a terminal state). Without it
+the positive ``-log(1 - D)`` is a survival bonus whatever the expert did: on Hopper-v5 with an
+expert that falls after ~240 steps the generator learned to stand still for 1000 steps
+(docs/imitation.md).
+
 The rewards of a rollout come from the discriminator *before* this iteration's update (they are
 computed while sampling, through ``reward_fn``); the paper's Algorithm 1 uses the updated one. The
 lag is one iteration of a slowly moving discriminator.
@@ -65,6 +75,9 @@ class GAILConfig:
     Kostrikov et al. 2019's value."""
     reward: Literal["softplus", "logit"] = "softplus"
     """Learned reward: ``-log(1 - D)`` (``"softplus"``) or ``log D - log(1 - D)`` (``"logit"``)."""
+    absorbing: bool = False
+    """Absorbing-state handling at terminations (module docstring). Needs an expert buffer with a
+    ``terminated`` array (:class:`rlcore.ReplayBuffer`) and a generator ``gamma < 1``."""
     seed: int = 0
     """Seed of the policy-pair sampling."""
 
@@ -119,6 +132,9 @@ class GAILStats:
     """PPO approximate KL."""
     grad_steps: int
     """Gradient steps of this iteration (discriminator plus PPO)."""
+    absorbing_reward: float = float("nan")
+    """Learned reward ``r_a`` of the absorbing state used for this rollout's terminated steps (NaN:
+    absorbing states off)."""
     generator: PPOStats | None = None
     """The full PPO statistics (left out of the flat metric logs)."""
 
@@ -133,6 +149,7 @@ class Discriminator(nn.Module):
         observation_space: single-env ``Box`` (or ``Dict`` of ``Box``) space.
         action_space: ``Discrete`` or bounded ``Box``.
         hidden: hidden widths.
+        absorbing: append an absorbing-state flag to the input (:meth:`absorbing_features`).
 
     Raises:
         ValueError: another action space, or an unbounded ``Box``.
@@ -141,8 +158,16 @@ class Discriminator(nn.Module):
     act_scale: torch.Tensor
     act_bias: torch.Tensor
 
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, hidden: Sequence[int]) -> None:
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        hidden: Sequence[int],
+        *,
+        absorbing: bool = False,
+    ) -> None:
         super().__init__()
+        self.absorbing = absorbing
         self.encoder = ObsEncoder(observation_space, normalize=True)
         if isinstance(action_space, gym.spaces.Discrete):
             self.n_actions: int | None = int(action_space.n)
@@ -160,7 +185,8 @@ class Discriminator(nn.Module):
             raise ValueError(f"GAIL supports Discrete or Box action spaces, got {action_space}")
         self.register_buffer("act_scale", scale)
         self.register_buffer("act_bias", bias)
-        self.net = mlp(self.encoder.dim + act_dim, 1, hidden, activation=nn.Tanh)
+        self.in_dim = self.encoder.dim + act_dim + int(absorbing)
+        self.net = mlp(self.in_dim, 1, hidden, activation=nn.Tanh)
 
     @torch.no_grad()
     def fit_obs(self, obs: torch.Tensor | Mapping[str, torch.Tensor]) -> None:
@@ -168,13 +194,29 @@ class Discriminator(nn.Module):
         self.encoder.update(obs)
 
     def features(self, obs: torch.Tensor | Mapping[str, torch.Tensor], act: torch.Tensor) -> torch.Tensor:
-        """Input ``x`` float32 ``[B, O + A]`` of the MLP from obs ``[B, *O]`` and act (int ``[B]`` or ``[B, A]``)."""
+        """Input ``x`` float32 ``[B, O + A (+ 1)]`` of the MLP from obs ``[B, *O]`` and act (int ``[B]`` or
+        ``[B, A]``); with ``absorbing`` the last column is the absorbing flag, 0 here."""
         x_BO = self.encoder(obs)
         if self.n_actions is not None:
             a_BA = F.one_hot(act.reshape(-1).long(), self.n_actions).float()
         else:
             a_BA = (act.reshape(x_BO.shape[0], -1).float() - self.act_bias) / self.act_scale
-        return torch.cat([x_BO, a_BA], dim=-1)
+        parts = [x_BO, a_BA]
+        if self.absorbing:
+            parts.append(torch.zeros(x_BO.shape[0], 1, device=x_BO.device))
+        return torch.cat(parts, dim=-1)
+
+    def absorbing_features(self, n: int) -> torch.Tensor:
+        """``n`` absorbing pairs float32 ``[n, in_dim]``: zero observation and action, flag 1.
+
+        Raises:
+            ValueError: the discriminator was built without ``absorbing``.
+        """
+        if not self.absorbing:
+            raise ValueError("this discriminator has no absorbing-state input (absorbing=False)")
+        x = torch.zeros(n, self.in_dim, device=self.act_scale.device)
+        x[:, -1] = 1.0
+        return x
 
     def logit(self, x_BX: torch.Tensor) -> torch.Tensor:
         """``logit D`` float32 ``[B]`` of features from :meth:`features`."""
@@ -210,7 +252,8 @@ class GAIL:
             before the discriminator sees them, as the env and the expert data saw them).
 
     Raises:
-        ValueError: the expert buffer is empty.
+        ValueError: the expert buffer is empty; ``config.absorbing`` with a discriminator built without
+            it, an expert without ``terminated`` flags, or a generator ``gamma`` of 1.
     """
 
     def __init__(
@@ -235,6 +278,17 @@ class GAIL:
         self._clip: tuple[np.ndarray, np.ndarray] | None = None
         if isinstance(action_space, gym.spaces.Box):
             self._clip = (action_space.low.astype(np.float32), action_space.high.astype(np.float32))
+        self._expert_absorbing_share = 0.0
+        if config.absorbing:
+            if not discriminator.absorbing:
+                raise ValueError("config.absorbing needs a Discriminator(..., absorbing=True)")
+            if not hasattr(expert, "terminated"):
+                raise ValueError("config.absorbing needs an expert buffer with a `terminated` array")
+            if generator.config.gamma >= 1.0:
+                raise ValueError("config.absorbing needs a generator gamma < 1 (V(s_a) = r_a / (1 - gamma))")
+            # One absorbing pair per terminated expert episode, among the expert's transitions.
+            n_term = int(np.count_nonzero(np.asarray(expert.terminated)))
+            self._expert_absorbing_share = n_term / (len(expert) + n_term)
         # Normalise the discriminator's observations with the expert's statistics (one big sample).
         sample = expert.sample(min(len(expert), 20_000))
         self.discriminator.fit_obs(torch.as_tensor(np.asarray(sample.obs), device=self.device))
@@ -257,7 +311,9 @@ class GAIL:
         generator = PPO.from_spaces(
             observation_space, action_space, ppo_config, num_envs=num_envs, device=dev
         )
-        disc = Discriminator(observation_space, action_space, config.hidden).to(dev)
+        disc = Discriminator(observation_space, action_space, config.hidden, absorbing=config.absorbing).to(
+            dev
+        )
         optimizer = torch.optim.Adam(disc.parameters(), lr=config.lr)
         return cls(
             generator=generator,
@@ -300,11 +356,24 @@ class GAIL:
         r_B = F.softplus(logit_B) if self.config.reward == "softplus" else logit_B
         return r_B.float().cpu().numpy()
 
+    @torch.no_grad()
+    def absorbing_reward(self) -> float:
+        """Learned reward ``r_a`` of the absorbing state (same form as :meth:`reward`).
+
+        Raises:
+            ValueError: absorbing states are off.
+        """
+        logit = self.discriminator.logit(self.discriminator.absorbing_features(1))
+        r = F.softplus(logit) if self.config.reward == "softplus" else logit
+        return float(r.item())
+
     # -- update --------------------------------------------------------------------------------
 
     def discriminator_update(self, rollout: Rollout) -> DiscriminatorStats:
         """``disc_updates`` steps of the discriminator: ``disc_batch_size`` pairs drawn uniformly from the
-        rollout's valid rows (actions clipped as the env saw them) against as many expert samples."""
+        rollout's valid rows (actions clipped as the env saw them) against as many expert samples.
+        With ``absorbing``, both sides also hold absorbing pairs: one per terminated step of the
+        rollout in its pool, and each expert row is one with the expert's share of them."""
         c = self.config
         valid_TN = rollout.valid
         obs_PO = rollout.obs[valid_TN]
@@ -313,17 +382,27 @@ class GAIL:
         d = self.discriminator
         losses, gps = [], []
         acc_e = acc_p = float("nan")
+        # Absorbing pairs: one per terminated episode of the rollout, drawn like its other rows
+        # (pool indices >= n_policy), and the expert's share of them.
+        n_abs = int(np.count_nonzero(rollout.terminated & valid_TN)) if c.absorbing else 0
         for _ in range(c.disc_updates if n_policy else 0):
-            idx = self.rng.integers(0, n_policy, size=min(c.disc_batch_size, n_policy))
-            expert = self.expert.sample(len(idx))
+            idx = self.rng.integers(0, n_policy + n_abs, size=min(c.disc_batch_size, n_policy + n_abs))
+            idx_p, k_p = idx[idx < n_policy], int(np.count_nonzero(idx >= n_policy))
+            k_e = 0
+            if c.absorbing:
+                k_e = min(int(self.rng.binomial(len(idx), self._expert_absorbing_share)), len(idx) - 1)
+            expert = self.expert.sample(len(idx) - k_e)
             x_e = d.features(
                 torch.as_tensor(np.asarray(expert.obs), device=self.device),
                 torch.as_tensor(np.asarray(expert.act), device=self.device),
             )
             x_p = d.features(
-                torch.as_tensor(obs_PO[idx], device=self.device),
-                torch.as_tensor(act_PA[idx], device=self.device),
+                torch.as_tensor(obs_PO[idx_p], device=self.device),
+                torch.as_tensor(act_PA[idx_p], device=self.device),
             )
+            if c.absorbing:
+                x_e = torch.cat([x_e, d.absorbing_features(k_e)])
+                x_p = torch.cat([x_p, d.absorbing_features(k_p)])
             logit_e, logit_p = d.logit(x_e), d.logit(x_p)
             loss = F.binary_cross_entropy_with_logits(
                 logit_e, torch.ones_like(logit_e)
@@ -348,22 +427,32 @@ class GAIL:
         )
 
     def update(self, rollout: Rollout) -> GAILStats:
-        """Discriminator steps on the rollout's valid pairs against expert samples, then one PPO update."""
-        disc = self.discriminator_update(rollout)
+        """Discriminator steps on the rollout's valid pairs against expert samples, then one PPO update.
+
+        With ``absorbing``, the rollout's terminated rows get ``gamma r_a / (1 - gamma)`` added to
+        ``rew`` in place (``r_a`` from the discriminator that produced the rollout's rewards)."""
         valid_TN = rollout.valid
+        learned = float(rollout.rew[valid_TN].mean())
+        r_abs = float("nan")
+        if self.config.absorbing:
+            r_abs = self.absorbing_reward()
+            gamma = self.generator.config.gamma
+            rollout.rew[rollout.terminated & valid_TN] += np.float32(gamma * r_abs / (1.0 - gamma))
+        disc = self.discriminator_update(rollout)
         gen = self.generator.update(rollout)
         return GAILStats(
             disc_loss=disc.loss,
             disc_expert_acc=disc.expert_acc,
             disc_policy_acc=disc.policy_acc,
             grad_penalty=disc.grad_penalty,
-            learned_reward=float(rollout.rew[valid_TN].mean()),
+            learned_reward=learned,
             env_reward=float(rollout.env_rew[valid_TN].mean()),
             policy_loss=gen.policy_loss,
             value_loss=gen.value_loss,
             entropy=gen.entropy,
             approx_kl=gen.approx_kl,
             grad_steps=gen.grad_steps + self.config.disc_updates,
+            absorbing_reward=r_abs,
             generator=gen,
         )
 
