@@ -159,7 +159,34 @@ def report(path: Path) -> str:
             f"{statistics.median(r['add_us_median'] for r in rs):.1f} | "
             f"{100 * statistics.fmean(r['buffer_s_total'] / r['wall_s'] for r in rs):.1f} % |"
         )
+    lines += ["", _paired(rows)]
     return "\n".join(lines)
+
+
+def _paired(rows: list[dict[str, Any]]) -> str:
+    """Per (task, steps): the seeds run with both buffers, their mean final scores ± standard
+    error, and the mean paired difference rlcore − sb3 ± its standard error."""
+    out = []
+    score: dict[tuple[str, int], dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        score[(r["task"], r["steps"])][r["buffer"]][r["seed"]] = r["score"]
+    for (task, steps), by in sorted(score.items()):
+        seeds = sorted(set(by.get("sb3", {})) & set(by.get("rlcore", {})))
+        if len(seeds) < 2:
+            continue
+
+        def mean_se(xs: list[float]) -> str:
+            return f"{statistics.fmean(xs):.3g} ± {statistics.stdev(xs) / len(xs) ** 0.5:.2g}"
+
+        sb3 = [by["sb3"][k] for k in seeds]
+        rl = [by["rlcore"][k] for k in seeds]
+        diff = [a - b for a, b in zip(rl, sb3, strict=True)]
+        out.append(
+            f"- {task}, {steps} steps, seeds {', '.join(map(str, seeds))}: sb3 {mean_se(sb3)}, "
+            f"rlcore {mean_se(rl)}; paired difference rlcore − sb3 {mean_se(diff)} "
+            f"(rlcore better on {sum(d > 0 for d in diff)}, worse on {sum(d < 0 for d in diff)})"
+        )
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> None:
