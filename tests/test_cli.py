@@ -94,6 +94,9 @@ def test_dqn_with_nstep_and_prioritized_runs(tmp_path: Path, capsys: pytest.Capt
     ]
     assert main([*argv, "--out", str(tmp_path / "dqn"), "--no-progress", "--device", "cpu"]) == 0
     assert "done: CartPole-v1 dqn" in capsys.readouterr().out
+    # the CartPole preset anneals the learning rate to 0 over the run's --steps
+    config = json.loads((tmp_path / "dqn" / "config.json").read_text())
+    assert config["algo_config"]["lr_anneal_env_steps"] == 1500
 
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

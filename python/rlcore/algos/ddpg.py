@@ -207,9 +207,10 @@ class DDPG:
         pi_BA = self.actor(obs_BO)
         with no_param_grad(self._critic_params):
             actor_loss_B = -self.critic(obs_BO, pi_BA)[0]
-        actor_loss_B = actor_loss_B + c.action_l2 * (
-            (pi_BA - self.actor.action_bias) / self.actor.action_scale
-        ).pow(2).mean(-1)
+        if c.action_l2 != 0.0:
+            actor_loss_B = actor_loss_B + c.action_l2 * (
+                (pi_BA - self.actor.action_bias) / self.actor.action_scale
+            ).pow(2).mean(-1)
         actor_loss = weighted_mean(actor_loss_B, weights_B)
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
