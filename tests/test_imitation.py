@@ -331,57 +331,36 @@ def test_gail_settings_run_one_hopper_iteration() -> None:
     assert train.learned_reward > 0  # -log(1 - D) > 0
 
 
-class FixedPolicy(RandomPolicy):
-    """``policy(obs)`` actions with dummy log-probs and values (an ``ActorCriticPolicy``)."""
-
-    def __init__(self, policy: Any) -> None:
-        self.policy = policy
-
-    def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n = len(obs)
-        return self.policy(obs), np.zeros(n, np.float32), np.zeros(n, np.float32)
-
-
-def test_absorbing_states_value_terminations() -> None:
-    """Kostrikov et al. 2019: the discriminator learns the absorbing state's reward from how often
-    each side terminates, and terminated steps get gamma r_a / (1 - gamma) added."""
-    # The 'expert' always pushes left (CartPole terminates after ~10 steps); the policy balances.
-    falling, _ = record_episodes(lambda o: np.zeros(len(o), np.int64), "CartPole-v1", 20, seed=0)
+def test_absorbing_state_value_follows_the_termination_shares() -> None:
+    """Absorbing states (Kostrikov et al. 2019): D(s_a) = s_E / (s_E + s_pi) from the shares of
+    absorbing pairs, and a terminated step gets gamma r_a / (1 - gamma) added to its reward."""
+    # The 'expert' always pushes left: CartPole terminates after ~10 steps, every episode.
+    falling, returns = record_episodes(lambda o: np.zeros(len(o), np.int64), "CartPole-v1", 20, seed=0)
     envs = _vec("CartPole-v1", 4)
-    gail = _gail(falling, envs, absorbing=True, disc_updates=50, lr=1e-3, grad_penalty=0.0)
-    assert gail.discriminator.features(torch.zeros(2, 4), torch.zeros(2)).shape == (2, 4 + 2 + 1)
-    sampler = RolloutSampler(envs)
-    sampler.reset(seed=0)
-    for _ in range(4):
-        rollout, _ = sampler.sample(FixedPolicy(cartpole_expert), envs, 64)
-        assert not rollout.terminated.any()
-        gail.discriminator_update(rollout)
-    # Only the expert reaches the absorbing state: it looks expert-like (D > 0.5).
-    assert gail.absorbing_reward() > float(np.log(2.0))  # softplus(logit) > log 2 <=> logit > 0
-    # Terminated rows of a rollout get the discounted absorbing value, other rows keep their reward.
+    gail = _gail(falling, envs, absorbing=True)
+    s_e = gail.expert_absorbing_share
+    assert s_e == pytest.approx(20 / (len(falling) + 20)) and len(falling) == int(sum(returns))
+    assert gail.absorbing_reward(s_e) == pytest.approx(np.log(2.0))  # D(s_a) = 0.5
+    assert gail.absorbing_reward(s_e / 3) == pytest.approx(np.log1p(3.0))  # softplus(log 3)
+    assert gail.absorbing_reward(3 * s_e) == pytest.approx(np.log1p(1 / 3))
+    # A rollout of a random policy: terminated rows get the discounted absorbing value.
     sampler = RolloutSampler(envs, reward_fn=gail.reward)
     sampler.reset(seed=1)
     rollout, _ = sampler.sample(gail, envs, 64)
     term = rollout.terminated & rollout.valid
-    assert term.any()
-    before, r_abs, gamma = rollout.rew.copy(), gail.absorbing_reward(), gail.generator.config.gamma
+    n_term, n_valid = int(term.sum()), int(rollout.valid.sum())
+    assert n_term > 0
+    share = (n_term + 1) / (n_valid + n_term + 2)
+    r_abs, gamma, before = gail.absorbing_reward(share), gail.generator.config.gamma, rollout.rew.copy()
     stats = gail.update(rollout)
-    assert stats.absorbing_reward == pytest.approx(r_abs)
+    assert stats.absorbing_reward == pytest.approx(r_abs) and stats.policy_absorbing_share == pytest.approx(
+        share
+    )
     np.testing.assert_allclose(rollout.rew[term], before[term] + gamma * r_abs / (1 - gamma), rtol=1e-5)
     np.testing.assert_array_equal(rollout.rew[~term], before[~term])
     assert stats.learned_reward == pytest.approx(before[rollout.valid].mean())
+    # Off by default: no absorbing statistics, and asking for r_a is an error.
+    plain = _gail(falling, envs)
+    assert np.isnan(plain.update(sampler.sample(plain, envs, 16)[0]).absorbing_reward)
     with pytest.raises(ValueError, match="absorbing"):
-        _gail(falling, envs).absorbing_reward()
-
-
-def test_absorbing_state_looks_like_the_policy_when_only_the_policy_terminates(cartpole_data: Any) -> None:
-    buf, returns = cartpole_data  # the balancing expert: truncated at 500, or terminated late
-    envs = _vec("CartPole-v1", 4)
-    gail = _gail(buf, envs, absorbing=True, disc_updates=50, lr=1e-3, grad_penalty=0.0)
-    sampler = RolloutSampler(envs)
-    sampler.reset(seed=0)
-    for _ in range(4):
-        rollout, _ = sampler.sample(FixedPolicy(lambda o: np.zeros(len(o), np.int64)), envs, 64)
-        assert rollout.terminated.sum() >= 4 * 4
-        gail.discriminator_update(rollout)
-    assert gail.absorbing_reward() < float(np.log(2.0))  # D(s_a) < 0.5
+        plain.absorbing_reward(0.1)

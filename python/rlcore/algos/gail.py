@@ -19,14 +19,20 @@ The learned reward ``r(s, a)`` is, with ``x = logit D(s, a)``:
 * ``"logit"``: ``log D - log(1 - D) = x`` (Fu et al. 2018, AIRL; Kostrikov et al. 2019, section 4.1),
   without the survival bias.
 
-Absorbing states (``GAILConfig(absorbing=True)``; Kostrikov et al. 2019, "Discriminator-Actor-
-Critic", section 4.2): a terminated episode continues in an absorbing state ``s_a`` forever. The
-discriminator sees one absorbing pair per terminated episode, on both sides (its input carries an
-absorbing flag; an absorbing pair is the zero observation and action with the flag set), so it learns
-the reward ``r_a = r(s_a)``, and a terminated step's reward gets ``gamma * V(s_a) = gamma r_a / (1 -
-gamma)`` added before the PPO update (instead of the implicit 0 of a terminal state). Without it
-the positive ``-log(1 - D)`` is a survival bonus whatever the expert did: on Hopper-v5 with an
-expert that falls after ~240 steps the generator learned to stand still for 1000 steps
+Absorbing states (``GAILConfig(absorbing=True)``; after Kostrikov et al. 2019, "Discriminator-
+Actor-Critic", section 4.2): a terminated episode continues in an absorbing state ``s_a`` forever, so
+a terminated step's reward gets ``gamma * V(s_a) = gamma r_a / (1 - gamma)`` added before the PPO
+update instead of the implicit 0 of a terminal state. ``s_a`` is one discrete state, so its
+discriminator output is not an MLP's but the Bayes-optimal one for it: with ``s_E`` and ``s_pi`` the
+shares of absorbing pairs among the expert's and the rollout's pairs (one per terminated episode),
+``D(s_a) = s_E / (s_E + s_pi)``, i.e. ``logit D(s_a) = log(s_E / s_pi)`` (``s_pi`` with add-one
+smoothing, the logit clipped to +-10). ``r_a`` is then the reward of that logit: high while the
+policy terminates less often than the expert, low while it terminates more often. Without it the
+positive ``-log(1 - D)`` is a survival bonus whatever the expert did: on Hopper-v5 with an expert
+that falls after ~240 steps the generator learned to stand still for 1000 steps. DAC feeds an
+absorbing flag to the discriminator network instead; with this project's input normalisation the
+absorbing input (zero observation and action) sits at the expert's mean, the gradient penalty keeps
+its logit close to the expert's, and on Hopper ``r_a`` grew while the generator fell after 6 steps
 (docs/imitation.md).
 
 The rewards of a rollout come from the discriminator *before* this iteration's update (they are
@@ -76,7 +82,7 @@ class GAILConfig:
     reward: Literal["softplus", "logit"] = "softplus"
     """Learned reward: ``-log(1 - D)`` (``"softplus"``) or ``log D - log(1 - D)`` (``"logit"``)."""
     absorbing: bool = False
-    """Absorbing-state handling at terminations (module docstring). Needs an expert buffer with a
+    """Absorbing-state value at terminations (module docstring). Needs an expert buffer with a
     ``terminated`` array (:class:`rlcore.ReplayBuffer`) and a generator ``gamma < 1``."""
     seed: int = 0
     """Seed of the policy-pair sampling."""
@@ -133,8 +139,9 @@ class GAILStats:
     grad_steps: int
     """Gradient steps of this iteration (discriminator plus PPO)."""
     absorbing_reward: float = float("nan")
-    """Learned reward ``r_a`` of the absorbing state used for this rollout's terminated steps (NaN:
-    absorbing states off)."""
+    """Reward ``r_a`` of the absorbing state given to this rollout's terminated steps (NaN: off)."""
+    policy_absorbing_share: float = float("nan")
+    """Share ``s_pi`` of absorbing pairs among this rollout's pairs (NaN: off)."""
     generator: PPOStats | None = None
     """The full PPO statistics (left out of the flat metric logs)."""
 
@@ -149,7 +156,6 @@ class Discriminator(nn.Module):
         observation_space: single-env ``Box`` (or ``Dict`` of ``Box``) space.
         action_space: ``Discrete`` or bounded ``Box``.
         hidden: hidden widths.
-        absorbing: append an absorbing-state flag to the input (:meth:`absorbing_features`).
 
     Raises:
         ValueError: another action space, or an unbounded ``Box``.
@@ -158,16 +164,8 @@ class Discriminator(nn.Module):
     act_scale: torch.Tensor
     act_bias: torch.Tensor
 
-    def __init__(
-        self,
-        observation_space: gym.Space,
-        action_space: gym.Space,
-        hidden: Sequence[int],
-        *,
-        absorbing: bool = False,
-    ) -> None:
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, hidden: Sequence[int]) -> None:
         super().__init__()
-        self.absorbing = absorbing
         self.encoder = ObsEncoder(observation_space, normalize=True)
         if isinstance(action_space, gym.spaces.Discrete):
             self.n_actions: int | None = int(action_space.n)
@@ -185,8 +183,7 @@ class Discriminator(nn.Module):
             raise ValueError(f"GAIL supports Discrete or Box action spaces, got {action_space}")
         self.register_buffer("act_scale", scale)
         self.register_buffer("act_bias", bias)
-        self.in_dim = self.encoder.dim + act_dim + int(absorbing)
-        self.net = mlp(self.in_dim, 1, hidden, activation=nn.Tanh)
+        self.net = mlp(self.encoder.dim + act_dim, 1, hidden, activation=nn.Tanh)
 
     @torch.no_grad()
     def fit_obs(self, obs: torch.Tensor | Mapping[str, torch.Tensor]) -> None:
@@ -194,29 +191,13 @@ class Discriminator(nn.Module):
         self.encoder.update(obs)
 
     def features(self, obs: torch.Tensor | Mapping[str, torch.Tensor], act: torch.Tensor) -> torch.Tensor:
-        """Input ``x`` float32 ``[B, O + A (+ 1)]`` of the MLP from obs ``[B, *O]`` and act (int ``[B]`` or
-        ``[B, A]``); with ``absorbing`` the last column is the absorbing flag, 0 here."""
+        """Input ``x`` float32 ``[B, O + A]`` of the MLP from obs ``[B, *O]`` and act (int ``[B]`` or ``[B, A]``)."""
         x_BO = self.encoder(obs)
         if self.n_actions is not None:
             a_BA = F.one_hot(act.reshape(-1).long(), self.n_actions).float()
         else:
             a_BA = (act.reshape(x_BO.shape[0], -1).float() - self.act_bias) / self.act_scale
-        parts = [x_BO, a_BA]
-        if self.absorbing:
-            parts.append(torch.zeros(x_BO.shape[0], 1, device=x_BO.device))
-        return torch.cat(parts, dim=-1)
-
-    def absorbing_features(self, n: int) -> torch.Tensor:
-        """``n`` absorbing pairs float32 ``[n, in_dim]``: zero observation and action, flag 1.
-
-        Raises:
-            ValueError: the discriminator was built without ``absorbing``.
-        """
-        if not self.absorbing:
-            raise ValueError("this discriminator has no absorbing-state input (absorbing=False)")
-        x = torch.zeros(n, self.in_dim, device=self.act_scale.device)
-        x[:, -1] = 1.0
-        return x
+        return torch.cat([x_BO, a_BA], dim=-1)
 
     def logit(self, x_BX: torch.Tensor) -> torch.Tensor:
         """``logit D`` float32 ``[B]`` of features from :meth:`features`."""
@@ -252,8 +233,8 @@ class GAIL:
             before the discriminator sees them, as the env and the expert data saw them).
 
     Raises:
-        ValueError: the expert buffer is empty; ``config.absorbing`` with a discriminator built without
-            it, an expert without ``terminated`` flags, or a generator ``gamma`` of 1.
+        ValueError: the expert buffer is empty; ``config.absorbing`` with an expert without
+            ``terminated`` flags or a generator ``gamma`` of 1.
     """
 
     def __init__(
@@ -278,17 +259,15 @@ class GAIL:
         self._clip: tuple[np.ndarray, np.ndarray] | None = None
         if isinstance(action_space, gym.spaces.Box):
             self._clip = (action_space.low.astype(np.float32), action_space.high.astype(np.float32))
-        self._expert_absorbing_share = 0.0
+        self.expert_absorbing_share = float("nan")
+        """``s_E``: terminated expert episodes / (expert transitions + terminated episodes)."""
         if config.absorbing:
-            if not discriminator.absorbing:
-                raise ValueError("config.absorbing needs a Discriminator(..., absorbing=True)")
             if not hasattr(expert, "terminated"):
                 raise ValueError("config.absorbing needs an expert buffer with a `terminated` array")
             if generator.config.gamma >= 1.0:
                 raise ValueError("config.absorbing needs a generator gamma < 1 (V(s_a) = r_a / (1 - gamma))")
-            # One absorbing pair per terminated expert episode, among the expert's transitions.
             n_term = int(np.count_nonzero(np.asarray(expert.terminated)))
-            self._expert_absorbing_share = n_term / (len(expert) + n_term)
+            self.expert_absorbing_share = n_term / (len(expert) + n_term)
         # Normalise the discriminator's observations with the expert's statistics (one big sample).
         sample = expert.sample(min(len(expert), 20_000))
         self.discriminator.fit_obs(torch.as_tensor(np.asarray(sample.obs), device=self.device))
@@ -311,9 +290,7 @@ class GAIL:
         generator = PPO.from_spaces(
             observation_space, action_space, ppo_config, num_envs=num_envs, device=dev
         )
-        disc = Discriminator(observation_space, action_space, config.hidden, absorbing=config.absorbing).to(
-            dev
-        )
+        disc = Discriminator(observation_space, action_space, config.hidden).to(dev)
         optimizer = torch.optim.Adam(disc.parameters(), lr=config.lr)
         return cls(
             generator=generator,
@@ -356,24 +333,44 @@ class GAIL:
         r_B = F.softplus(logit_B) if self.config.reward == "softplus" else logit_B
         return r_B.float().cpu().numpy()
 
-    @torch.no_grad()
-    def absorbing_reward(self) -> float:
-        """Learned reward ``r_a`` of the absorbing state (same form as :meth:`reward`).
+    def absorbing_reward(self, policy_share: float) -> float:
+        """Reward ``r_a`` of the absorbing state when a share ``policy_share`` of the policy's pairs are
+        absorbing: the reward form of ``logit D(s_a) = clip(log(s_E / s_pi), -10, 10)``.
 
         Raises:
             ValueError: absorbing states are off.
         """
-        logit = self.discriminator.logit(self.discriminator.absorbing_features(1))
-        r = F.softplus(logit) if self.config.reward == "softplus" else logit
-        return float(r.item())
+        if not self.config.absorbing:
+            raise ValueError("absorbing states are off (GAILConfig.absorbing=False)")
+        s_e = max(self.expert_absorbing_share, 1e-12)
+        logit = float(np.clip(np.log(s_e) - np.log(policy_share), -10.0, 10.0))
+        return float(np.logaddexp(0.0, logit)) if self.config.reward == "softplus" else logit
+
+    def add_absorbing_value(self, rollout: Rollout) -> tuple[float, float]:
+        """Add ``gamma r_a / (1 - gamma)`` to ``rollout.rew`` in place at its terminated rows.
+
+        ``s_pi = (terminated rows + 1) / (valid rows + terminated rows + 2)`` (add-one smoothing: a
+        rollout without terminations still has ``s_pi > 0``).
+
+        Returns:
+            ``(r_a, s_pi)``.
+
+        Raises:
+            ValueError: absorbing states are off.
+        """
+        term_TN = rollout.terminated & rollout.valid
+        n_term, n_valid = int(np.count_nonzero(term_TN)), int(np.count_nonzero(rollout.valid))
+        share = (n_term + 1) / (n_valid + n_term + 2)
+        r_abs = self.absorbing_reward(share)
+        gamma = self.generator.config.gamma
+        rollout.rew[term_TN] += np.float32(gamma * r_abs / (1.0 - gamma))
+        return r_abs, share
 
     # -- update --------------------------------------------------------------------------------
 
     def discriminator_update(self, rollout: Rollout) -> DiscriminatorStats:
         """``disc_updates`` steps of the discriminator: ``disc_batch_size`` pairs drawn uniformly from the
-        rollout's valid rows (actions clipped as the env saw them) against as many expert samples.
-        With ``absorbing``, both sides also hold absorbing pairs: one per terminated step of the
-        rollout in its pool, and each expert row is one with the expert's share of them."""
+        rollout's valid rows (actions clipped as the env saw them) against as many expert samples."""
         c = self.config
         valid_TN = rollout.valid
         obs_PO = rollout.obs[valid_TN]
@@ -382,27 +379,17 @@ class GAIL:
         d = self.discriminator
         losses, gps = [], []
         acc_e = acc_p = float("nan")
-        # Absorbing pairs: one per terminated episode of the rollout, drawn like its other rows
-        # (pool indices >= n_policy), and the expert's share of them.
-        n_abs = int(np.count_nonzero(rollout.terminated & valid_TN)) if c.absorbing else 0
         for _ in range(c.disc_updates if n_policy else 0):
-            idx = self.rng.integers(0, n_policy + n_abs, size=min(c.disc_batch_size, n_policy + n_abs))
-            idx_p, k_p = idx[idx < n_policy], int(np.count_nonzero(idx >= n_policy))
-            k_e = 0
-            if c.absorbing:
-                k_e = min(int(self.rng.binomial(len(idx), self._expert_absorbing_share)), len(idx) - 1)
-            expert = self.expert.sample(len(idx) - k_e)
+            idx = self.rng.integers(0, n_policy, size=min(c.disc_batch_size, n_policy))
+            expert = self.expert.sample(len(idx))
             x_e = d.features(
                 torch.as_tensor(np.asarray(expert.obs), device=self.device),
                 torch.as_tensor(np.asarray(expert.act), device=self.device),
             )
             x_p = d.features(
-                torch.as_tensor(obs_PO[idx_p], device=self.device),
-                torch.as_tensor(act_PA[idx_p], device=self.device),
+                torch.as_tensor(obs_PO[idx], device=self.device),
+                torch.as_tensor(act_PA[idx], device=self.device),
             )
-            if c.absorbing:
-                x_e = torch.cat([x_e, d.absorbing_features(k_e)])
-                x_p = torch.cat([x_p, d.absorbing_features(k_p)])
             logit_e, logit_p = d.logit(x_e), d.logit(x_p)
             loss = F.binary_cross_entropy_with_logits(
                 logit_e, torch.ones_like(logit_e)
@@ -429,15 +416,13 @@ class GAIL:
     def update(self, rollout: Rollout) -> GAILStats:
         """Discriminator steps on the rollout's valid pairs against expert samples, then one PPO update.
 
-        With ``absorbing``, the rollout's terminated rows get ``gamma r_a / (1 - gamma)`` added to
-        ``rew`` in place (``r_a`` from the discriminator that produced the rollout's rewards)."""
+        With ``absorbing``, :meth:`add_absorbing_value` first adds the absorbing state's value to the
+        rollout's terminated rows (in place)."""
         valid_TN = rollout.valid
         learned = float(rollout.rew[valid_TN].mean())
-        r_abs = float("nan")
+        r_abs = share = float("nan")
         if self.config.absorbing:
-            r_abs = self.absorbing_reward()
-            gamma = self.generator.config.gamma
-            rollout.rew[rollout.terminated & valid_TN] += np.float32(gamma * r_abs / (1.0 - gamma))
+            r_abs, share = self.add_absorbing_value(rollout)
         disc = self.discriminator_update(rollout)
         gen = self.generator.update(rollout)
         return GAILStats(
@@ -453,6 +438,7 @@ class GAIL:
             approx_kl=gen.approx_kl,
             grad_steps=gen.grad_steps + self.config.disc_updates,
             absorbing_reward=r_abs,
+            policy_absorbing_share=share,
             generator=gen,
         )
 
