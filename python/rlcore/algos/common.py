@@ -94,10 +94,10 @@ class TargetNetwork:
     """
 
     def __init__(self, target: nn.Module, source: nn.Module) -> None:
-        self.target_params = list(target.parameters())
-        self.source_params = list(source.parameters())
-        self.target_buffers = list(target.buffers())
-        self.source_buffers = list(source.buffers())
+        self.target_params: list[torch.Tensor] = list(target.parameters())
+        self.source_params: list[torch.Tensor] = list(source.parameters())
+        self.target_buffers: list[torch.Tensor] = list(target.buffers())
+        self.source_buffers: list[torch.Tensor] = list(source.buffers())
         pairs = [
             *zip(self.target_params, self.source_params, strict=False),
             *zip(self.target_buffers, self.source_buffers, strict=False),
