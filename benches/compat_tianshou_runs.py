@@ -203,8 +203,12 @@ def run_fetch(buffer: str, seed: int, epochs: int) -> dict[str, Any]:
         eval_s[0] += time.perf_counter() - t0
         return wins / episodes
 
+    seen = [1]
+
     def training_fn(epoch: int, env_step: int) -> None:
-        if epoch > 1:
+        # called before every collection step: evaluate once when a new epoch begins
+        if epoch > seen[0]:
+            seen[0] = epoch
             curve.append((env_step, success_rate(20)))
 
     t0 = time.perf_counter()
