@@ -630,8 +630,8 @@ def gail_settings(
     preset = on_policy_preset_for(env_id, "ppo")
     if env_id.startswith("CartPole"):
         # The `rlcore train --algo ppo` preset (8 x 32 steps, 20 epochs of 256 at 1e-3, clip range
-        # annealed over 100k steps) ended at 293 / 118 / 188 / 500 in four CLI runs; this one at
-        # 500 in seeds 0, 1, 2 (docs/imitation.md).
+        # annealed over 100k steps) ended seed 1 at 293 (seed 0: 500); with a constant clip range
+        # seeds 0-2 ended at 118 / 188 / 500. These settings: 500 / 500 / 500 (docs/imitation.md).
         steps = steps or 200_000
         num_steps, eval_every_env_steps = 256, 4_096
         algo: dict[str, Any] = {
