@@ -621,3 +621,100 @@ def test_from_arrays_bad_input_raises_typed_error(override, err, builtin):
 def test_seed_outside_uint64_raises_invalid_value(seed):
     with pytest.raises(rlcore.errors.InvalidValueError, match="seed"):
         rlcore.ReplayBuffer(10, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# values that a permitted cast cannot hold, flags other than 0/1, malformed states and saves
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("act", np.full(N, 2**63 + 1, np.uint64)),  # int64 column: would wrap around
+        ("obs", np.full((N, 3), 1e300)),  # float32 column: would become inf
+        ("info", np.full(N, 2**40, np.int64)),  # int32 extra column: out of range
+    ],
+)
+def test_add_value_out_of_the_column_range_raises_dtype_error(buf, field, value):
+    over = {"obs_next": value} if field == "obs" else {}
+    rejects(buf, DTypeError, TypeError, lambda: add(buf, **bad(**{field: value}, **over)))
+
+
+def test_add_narrowing_casts_that_fit_are_accepted(buf):
+    # float64 into float32 (rounded), non-finite floats kept, uint64 into int64 within range
+    s = bad(obs=np.full((N, 3), 4.0), obs_next=np.full((N, 3), np.inf), act=np.full(N, 7, np.uint64))
+    add(buf, **s)
+    assert np.isinf(buf.column("obs")).any()
+
+
+def _per_state():
+    b = rlcore.PrioritizedReplayBuffer(20, num_envs=N, seed=0)
+    for k in range(5):
+        add(b, **step(k))
+    batch = b.sample(4)
+    b.update_priorities(batch.indices, np.full(4, 3.0))
+    return b.state_dict()
+
+
+@pytest.mark.parametrize(
+    "part,value",
+    [("per.max_p", np.nan), ("per.max_p", 0.0), ("per.max_p", 1e-3), ("per.max_p", -1.0)],
+)
+def test_load_state_dict_with_bad_max_priority_raises_save_file_error(part, value):
+    state = _per_state()
+    state["arrays"][part] = np.full_like(state["arrays"][part], value)
+    dst = rlcore.PrioritizedReplayBuffer(20, num_envs=N, seed=0)
+    rejects(dst, SaveFileError, OSError, lambda: dst.load_state_dict(state))
+
+
+@pytest.mark.parametrize(
+    "part,damage",
+    [
+        ("rew", lambda a: np.where(np.arange(a.size) == 0, np.nan, a).astype(a.dtype)),
+        ("terminated", lambda a: np.where(np.arange(a.size) == 1, 7, a).astype(a.dtype)),
+        ("truncated", lambda a: np.where(np.arange(a.size) == 1, 2, a).astype(a.dtype)),
+        ("env.ep_len", lambda a: a + 10**6),
+    ],
+)
+def test_load_state_dict_with_impossible_rows_raises_save_file_error(buf, part, damage):
+    state = buf.state_dict()
+    state["arrays"][part] = damage(state["arrays"][part])
+    dst = rlcore.ReplayBuffer(20, num_envs=N, seed=0)
+    add(dst, **step(9), info=np.zeros(N, np.int32))
+    rejects(dst, SaveFileError, OSError, lambda: dst.load_state_dict(state))
+
+
+@pytest.mark.parametrize("state", [{}, {"config": {}}, {"config": {"kind": "replay"}, "schema": 3}, []])
+def test_load_state_dict_with_a_malformed_state_raises_save_file_error(buf, state):
+    rejects(buf, SaveFileError, OSError, lambda: buf.load_state_dict(state))
+
+
+def test_load_of_a_file_or_a_manifest_pointing_elsewhere_raises_save_file_error(buf, tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SaveFileError):
+        rlcore.ReplayBuffer.load(tmp_path / "file")
+    buf.save(tmp_path / "a")
+    buf.save(tmp_path / "b")
+    import json
+
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    other = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    for field, value in [
+        ("data_dir", f"../a/{other['data_dir']}"),
+        ("data_dir", ".."),
+        ("files", {"rew": "/etc/passwd"}),
+    ]:
+        bad_m = {**m, field: value if field == "data_dir" else {**m["files"], **value}}
+        (tmp_path / "b" / "manifest.json").write_text(json.dumps(bad_m))
+        with pytest.raises(SaveFileError, match="plain name"):
+            rlcore.ReplayBuffer.load(tmp_path / "b")
+
+
+@pytest.mark.parametrize("batch_size", [2**31, 10**12, 2**64, -(2**70)])
+def test_sample_batch_size_beyond_any_allocation_raises_invalid_value(buf, batch_size):
+    rejects(buf, InvalidValueError, ValueError, lambda: buf.sample(batch_size))
+
+
+@pytest.mark.parametrize("out", [{}, 3, None.__class__])
+def test_sample_out_that_is_not_a_batch_raises_api_usage_error(buf, out):
+    rejects(buf, ApiUsageError, RuntimeError, lambda: buf.sample(4, out=out))

@@ -189,7 +189,7 @@ class ReplayBuffer(RawBuffer):
         anything is written.
 
         Returns:
-            AddResult whose ``rows`` are ``[T * N]`` in time-major order (step t of env i at
+            AddResult whose ``indices`` are ``[T * N]`` in time-major order (step t of env i at
             ``t * N + i``; -1 where masked) and whose finished episodes are listed in order.
 
         Raises:
@@ -342,19 +342,23 @@ class ReplayBuffer(RawBuffer):
         Raises:
             SaveFileError: the state does not fit this buffer or is inconsistent.
         """
-        config = dict(state["config"])
+        try:
+            config = dict(state["config"])
+            schema = state["schema"]
+            arrays = dict(state["arrays"])
+            obs = [(s[0], s[1], tuple(s[2])) for s in schema["obs"]]
+            step = [(s[0], s[1], tuple(s[2])) for s in schema["step"]]
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise SaveFileError(f"not a buffer state (config, schema, arrays): {e!r}") from e
         mine = self._config()
         for key in ("kind", "capacity", "num_envs"):
             if config.get(key) != mine[key]:
                 raise SaveFileError(f"state has {key}={config.get(key)!r}, this buffer has {mine[key]!r}")
-        schema = state["schema"]
-        obs = [(s[0], s[1], tuple(s[2])) for s in schema["obs"]]
-        step = [(s[0], s[1], tuple(s[2])) for s in schema["step"]]
         cur_obs, cur_step = self._schema()
         if cur_step and ([tuple(s) for s in cur_obs] != obs or [tuple(s) for s in cur_step] != step):
             raise SaveFileError(f"state columns {obs + step} differ from this buffer's {cur_obs + cur_step}")
         # a buffer without columns declares them and loads in one core call (undone on error)
-        self._load_state(dict(state["arrays"]), obs, step)
+        self._load_state(arrays, obs, step)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (type(self), self.state_dict()))
@@ -470,6 +474,8 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         raise SaveFileError(
             f"{root}: no manifest.json (not a saved rlcore buffer, or the save never finished)"
         ) from e
+    except (NotADirectoryError, IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise SaveFileError(f"{root} is not a readable saved rlcore buffer directory: {e}") from e
     try:
         manifest = json.loads(text)
     except json.JSONDecodeError as e:
@@ -483,6 +489,14 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     for key in ("config", "schema", "data_dir", "files"):
         if key not in manifest:
             raise SaveFileError(f"{mpath} lacks '{key}'")
+    names = [
+        manifest["data_dir"],
+        *(manifest["files"].values() if isinstance(manifest["files"], dict) else [None]),
+    ]
+    for name in names:
+        # plain names only: a manifest must not point outside its own directory
+        if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name:
+            raise SaveFileError(f"{mpath} names a file or directory that is not a plain name: {name!r}")
     return manifest
 
 

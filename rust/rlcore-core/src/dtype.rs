@@ -128,6 +128,47 @@ pub fn check_cast(what: &str, src: DType, dst: DType) -> Result<()> {
     }
 }
 
+/// Check that every element of `src` (dtype `src_dt`, a cast allowed by [`check_cast`]) keeps
+/// its value in a `dst` column: integers within the column's range, finite floats finite.
+/// Rounding (int64 into float32, float64 into float32) is accepted; overflow is not.
+pub fn check_values(what: &str, src: &[u8], src_dt: DType, dst: DType) -> Result<()> {
+    if src_dt == dst || src_dt == DType::Bool || dst == DType::F64 {
+        return Ok(());
+    }
+    let (lo, hi): (i128, i128) = match dst {
+        DType::U8 => (0, u8::MAX as i128),
+        DType::U16 => (0, u16::MAX as i128),
+        DType::U32 => (0, u32::MAX as i128),
+        DType::U64 => (0, u64::MAX as i128),
+        DType::I8 => (i8::MIN as i128, i8::MAX as i128),
+        DType::I16 => (i16::MIN as i128, i16::MAX as i128),
+        DType::I32 => (i32::MIN as i128, i32::MAX as i128),
+        DType::I64 => (i64::MIN as i128, i64::MAX as i128),
+        _ => (i128::MIN, i128::MAX),
+    };
+    for (k, b) in src.chunks_exact(src_dt.size()).enumerate() {
+        let ok = match read(src_dt, b) {
+            Value::F(f) => dst != DType::F32 || !f.is_finite() || (f as f32).is_finite(),
+            Value::I(i) => (lo..=hi).contains(&(i as i128)),
+            Value::U(u) => (lo..=hi).contains(&(u as i128)),
+        };
+        if !ok {
+            let v = match read(src_dt, b) {
+                Value::F(f) => format!("{f:e}"),
+                Value::I(i) => i.to_string(),
+                Value::U(u) => u.to_string(),
+            };
+            return Err(CoreError::dtype(format!(
+                "{what}: element {k} ({v}, {}) does not fit a {} column; convert explicitly \
+                 or declare the column with a wider dtype",
+                src_dt.name(),
+                dst.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Clone, Copy)]
 enum Value {
     F(f64),

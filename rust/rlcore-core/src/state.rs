@@ -365,6 +365,50 @@ impl ReplayCore {
                 )));
             }
         }
+        let rews = get("rew");
+        let (terms, truncs) = (get("terminated"), get("truncated"));
+        for (k, &f) in flags.iter().enumerate() {
+            if terms[k] > 1 || truncs[k] > 1 {
+                return Err(CoreError::corrupt(format!(
+                    "saved row {k} has terminated={} truncated={} (flags are 0 or 1)",
+                    terms[k], truncs[k]
+                )));
+            }
+            let r = f32::from_ne_bytes(rews[4 * k..4 * k + 4].try_into().unwrap_or([0; 4]));
+            if f & F_TRANSITION != 0 && !r.is_finite() {
+                return Err(CoreError::corrupt(format!(
+                    "saved transition row {k} has reward {r}"
+                )));
+            }
+        }
+        let ep_len = read_u64s(get("env.ep_len"));
+        for e in 0..n {
+            if open[e] == 1 {
+                let ep = next_ep[e] - 1;
+                let start = ep_start[e * self.seg + (ep % seg) as usize];
+                if ep_len[e] != head[e] - 1 - start {
+                    return Err(CoreError::corrupt(format!(
+                        "saved state of env {e}: the running episode has {} steps stored but \
+                         its length is saved as {}",
+                        head[e] - 1 - start,
+                        ep_len[e]
+                    )));
+                }
+            }
+        }
+        if self.per.is_some() {
+            let max_p = f64::from_ne_bytes(get("per.max_p").try_into().unwrap_or([0; 8]));
+            let top = get("per.priorities")
+                .chunks_exact(8)
+                .map(|c| f64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
+                .fold(0.0f64, f64::max);
+            if !(max_p.is_finite() && max_p > 0.0 && max_p >= top) {
+                return Err(CoreError::corrupt(format!(
+                    "saved per.max_p {max_p} is not a positive bound of the saved priorities \
+                     (largest {top})"
+                )));
+            }
+        }
         if let Some(_per) = &self.per {
             let pr = get("per.priorities");
             for (k, c) in pr.chunks_exact(8).enumerate() {
@@ -397,7 +441,6 @@ impl ReplayCore {
         }
         copy_into(&mut self.ep_start, get("ep_start"));
         copy_into(&mut self.ep_end, get("ep_end"));
-        let ep_len = read_u64s(get("env.ep_len"));
         let rets: Vec<f64> = get("env.ep_return")
             .chunks_exact(8)
             .map(|c| f64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))

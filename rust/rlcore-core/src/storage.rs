@@ -7,7 +7,7 @@
 //! window arithmetic never confuses the newest rows with the oldest; the physical row is
 //! `env * seg_len + abs % seg_len`.
 
-use crate::dtype::{cast_into, check_cast, read_f64, read_flag, DType};
+use crate::dtype::{cast_into, check_cast, check_values, read_f64, read_flag, DType};
 use crate::error::{CoreError, Result};
 use crate::rng::Rng;
 use crate::sumtree::SumTree;
@@ -606,7 +606,7 @@ impl ReplayCore {
                     | DType::I64
             ) {
                 return Err(CoreError::dtype(format!(
-                    "{what}: expected bool (or integer 0/1) flags, got {}",
+                    "{what}: expected bool or integer flags (nonzero means set), got {}",
                     a.dtype.name()
                 )));
             }
@@ -637,7 +637,8 @@ impl ReplayCore {
                     a.shape
                 )));
             }
-            check_cast(what, a.dtype, col.spec.dtype)
+            check_cast(what, a.dtype, col.spec.dtype)?;
+            check_values(what, a.data, a.dtype, col.spec.dtype)
         };
         let check_obs = |what: &str, given: &[(&str, Array<'_>)]| -> Result<()> {
             if given.len() != self.obs_cols.len() {

@@ -548,6 +548,9 @@ fn check_out_array<'py>(
 // the buffer
 
 /// Result of one `add`: the rows written and the episodes that ended.
+/// The largest batch `sample` accepts (2^31 − 1 rows; larger ones cannot be allocated usefully).
+const MAX_BATCH: usize = (1 << 31) - 1;
+
 #[pyclass(module = "rlcore._core", frozen)]
 struct AddResult {
     out: AddOutcome,
@@ -879,17 +882,17 @@ impl RawBuffer {
     fn _sample<'py>(
         &self,
         py: Python<'py>,
-        batch_size: i64,
+        batch_size: i128,
         n_step: i64,
         gamma: f64,
         out: Option<&Bound<'py, PyAny>>,
         compute_reward: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        if batch_size < 1 {
+        if !(1..=MAX_BATCH as i128).contains(&batch_size) {
             return Err(py_err(
                 py,
                 3,
-                format!("batch_size must be >= 1, got {batch_size}"),
+                format!("batch_size must be in [1, {MAX_BATCH}], got {batch_size}"),
             ));
         }
         if n_step < 1 {
@@ -947,7 +950,19 @@ impl RawBuffer {
                 };
             }
             Some(o) => {
-                let get = |name: &str| o.getattr(name);
+                let get = |name: &str| {
+                    o.getattr(name).map_err(|_| {
+                        py_err(
+                            py,
+                            5,
+                            format!(
+                                "out must be a TransitionBatch (from a previous sample of this \
+                                 buffer); it has no field '{name}' ({})",
+                                type_name(o)
+                            ),
+                        )
+                    })
+                };
                 let dict_obs = core.obs_is_dict();
                 for (field, dst) in [("obs", &mut obs_a), ("obs_next", &mut obs_next_a)] {
                     let f = get(field)?;
