@@ -1417,3 +1417,10 @@ def test_extend_bad_input_raises_typed_error_and_writes_nothing(bad):
     after = buf.state_dict()
     for k in before["arrays"]:
         np.testing.assert_array_equal(before["arrays"][k], after["arrays"][k], err_msg=k)
+
+
+def test_batch_repr_gives_shapes_and_dtypes_not_values():
+    buf = _long_buffer(0)
+    r = repr(buf.sample(256))
+    assert "obs=ndarray[256, 2] float32" in r and "indices=ndarray[256] int64" in r
+    assert len(r) < 600

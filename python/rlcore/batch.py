@@ -54,6 +54,19 @@ class TransitionBatch(NamedTuple):
         """B, the number of transitions."""
         return int(self.indices.shape[0])
 
+    def __repr__(self) -> str:
+        """Field shapes and dtypes, not the values (a batch holds thousands of numbers)."""
+
+        def desc(x: Any) -> str:
+            if x is None:
+                return "None"
+            if isinstance(x, dict):
+                return "{" + ", ".join(f"{k!r}: {desc(v)}" for k, v in x.items()) + "}"
+            return f"{type(x).__name__}{list(x.shape)} {x.dtype}"
+
+        fields = ", ".join(f"{name}={desc(getattr(self, name))}" for name in self._fields)
+        return f"TransitionBatch({fields})"
+
     def to_torch(self, device: str | torch.device = "cpu", *, non_blocking: bool = True) -> TransitionBatch:
         """Return the same batch as torch tensors on ``device``.
 

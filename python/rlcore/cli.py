@@ -173,7 +173,8 @@ def preset_for(env_id: str, *, her: bool) -> Preset:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="rlcore", description="Train off-policy agents on gymnasium envs with the rlcore replay core."
+        prog="rlcore",
+        description="Train RL agents (DQN, DDPG, TD3, SAC, VPG, A2C, PPO, BC, GAIL) on gymnasium envs with the rlcore replay core.",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train = sub.add_parser(

@@ -835,7 +835,22 @@ impl RawBuffer {
         })
     }
 
-    /// Add one vector-env step (see `rlcore.ReplayBuffer.add`).
+    /// Add one vector-env step of N = num_envs envs: row i of every array belongs to env i.
+    ///
+    /// obs, obs_next: [N, *O] arrays (or dicts of them for dict observations); obs_next holds
+    /// the true next observation (the final one where the episode ended). act: [N, *A].
+    /// rew: [N] finite rewards, stored as float32. terminated, truncated: [N] bool or integer
+    /// flags (nonzero means set). mask: [N] bool, False where the env's step is not a
+    /// transition (gymnasium's NEXT_STEP autoreset). **extras: [N, *shape] extra columns.
+    /// A single-env buffer also takes arrays without the leading N. The first add (or
+    /// from_spaces) fixes the columns; later adds must match them.
+    ///
+    /// Returns an AddResult: indices [N] rows written (-1 where masked), and done_envs,
+    /// episode_returns, episode_lengths of the episodes that ended.
+    ///
+    /// Raises ShapeError (shapes), DTypeError (dtypes or values a column cannot hold),
+    /// InvalidValueError (non-finite rewards), ApiUsageError (missing or unknown extras,
+    /// re-entrant use). Everything is validated before a byte is written.
     #[pyo3(signature = (obs, act, rew, terminated, truncated, obs_next, *, mask=None, **extras))]
     #[allow(clippy::too_many_arguments)]
     fn add<'py>(
