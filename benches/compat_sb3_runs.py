@@ -60,7 +60,9 @@ def _score(model: Any, env: Any, task: str, n_eval: int) -> float:
     return statistics.fmean(successes)
 
 
-def run(task: str, buffer: str, seed: int, steps: int, eval_every: int = 0) -> dict[str, Any]:
+def run(
+    task: str, buffer: str, seed: int, steps: int, eval_every: int = 0, buffer_seed: int | None = None
+) -> dict[str, Any]:
     import gymnasium as gym
     import torch
     from stable_baselines3 import SAC
@@ -86,13 +88,22 @@ def run(task: str, buffer: str, seed: int, steps: int, eval_every: int = 0) -> d
             env_id,
             seed=seed,
             replay_buffer_class=Sb3Her if buffer == "sb3" else RlHer,
-            replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"),
+            replay_buffer_kwargs=dict(
+                n_sampled_goal=4,
+                goal_selection_strategy="future",
+                **({"seed": buffer_seed} if buffer == "rlcore" and buffer_seed is not None else {}),
+            ),
             gamma=0.95,
             learning_rate=1e-3,
             batch_size=256,
             learning_starts=1000,
             policy_kwargs=dict(net_arch=[64, 64], n_critics=1),
         )
+    if buffer == "sb3" and buffer_seed is not None:
+        # SB3's buffers sample from the global numpy generator (nothing else in SAC draws from it)
+        import numpy as np
+
+        np.random.seed(buffer_seed)  # noqa: NPY002
     rb = model.replay_buffer
     sample_s: list[float] = []
     add_s: list[float] = []
@@ -138,6 +149,7 @@ def run(task: str, buffer: str, seed: int, steps: int, eval_every: int = 0) -> d
         "buffer_s_total": sum(sample_s) + sum(add_s),
         "wall_s": wall,
         "curve": curve,
+        "buffer_seed": buffer_seed,
     }
 
 
@@ -195,6 +207,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--buffer", choices=["sb3", "rlcore"], default="rlcore")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=10_000)
+    p.add_argument(
+        "--buffer-seed",
+        type=int,
+        default=None,
+        help="reseed only the buffer's sampling (same env, nets, warm-up)",
+    )
     p.add_argument("--eval-every", type=int, default=0, help="also record the eval score every N env steps")
     p.add_argument("--out", type=Path, default=Path("runs/compat_sb3.jsonl"))
     p.add_argument("--report", type=Path, default=None, help="print the markdown table of a JSONL file")
@@ -204,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.task is None:
         p.error("give a task (pendulum or fetch) or --report FILE")
-    res = run(a.task, a.buffer, a.seed, a.steps, a.eval_every)
+    res = run(a.task, a.buffer, a.seed, a.steps, a.eval_every, a.buffer_seed)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     with open(a.out, "a") as f:
         f.write(json.dumps(res) + "\n")
