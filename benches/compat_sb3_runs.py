@@ -154,7 +154,9 @@ def run(
 
 
 def report(path: Path) -> str:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    every = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in every if r.get("buffer_seed") is None]
+    reseeded = [r for r in every if r.get("buffer_seed") is not None]
     by: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by[(r["task"], r["steps"], r["buffer"])].append(r)
@@ -172,6 +174,12 @@ def report(path: Path) -> str:
             f"{100 * statistics.fmean(r['buffer_s_total'] / r['wall_s'] for r in rs):.1f} % |"
         )
     lines += ["", _paired(rows)]
+    if reseeded:
+        lines.append("- the same runs with only the buffer's sampling reseeded (final score):")
+        for r in sorted(reseeded, key=lambda r: (r["task"], r["seed"], r["buffer"], r["buffer_seed"])):
+            lines.append(
+                f"  - {r['task']} seed {r['seed']}, {r['buffer']} buffer seed {r['buffer_seed']}: {r['score']:.3g}"
+            )
     return "\n".join(lines)
 
 
