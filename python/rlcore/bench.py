@@ -1004,7 +1004,9 @@ def _cap(c: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlcore.bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m rlcore.bench", description=__doc__.split("\n\n")[0].replace("\n", " ")
+    )
     ap.add_argument(
         "--runs", type=int, default=1, help="independent pytest runs; the report takes medians over them"
     )
