@@ -33,6 +33,21 @@ from pathlib import Path
 from typing import Any
 
 
+def _time_samples(buf: Any) -> list[float]:
+    """Wrap ``buf.sample`` so each call's seconds are appended to the returned list."""
+    sample_s: list[float] = []
+    inner = buf.sample
+
+    def timed(batch_size: int | None) -> Any:
+        t0 = time.perf_counter()
+        out = inner(batch_size)
+        sample_s.append(time.perf_counter() - t0)
+        return out
+
+    buf.sample = timed
+    return sample_s
+
+
 def run(buffer: str, seed: int, epochs: int) -> dict[str, Any]:
     import gymnasium as gym
     import numpy as np
@@ -72,16 +87,7 @@ def run(buffer: str, seed: int, epochs: int) -> dict[str, Any]:
     training = Collector[CollectStats](algo, train_envs, buf, exploration_noise=True)
     training.reset()
     training.collect(n_step=64 * 4)
-    sample_s: list[float] = []
-    inner = buf.sample
-
-    def timed(batch_size: int | None) -> Any:
-        t0 = time.perf_counter()
-        out = inner(batch_size)
-        sample_s.append(time.perf_counter() - t0)
-        return out
-
-    buf.sample = timed  # type: ignore[method-assign]
+    sample_s = _time_samples(buf)
 
     def training_fn(epoch: int, env_step: int) -> None:
         policy.set_eps_training(max(0.05, 0.1 - env_step / 10_000 * 0.05))
@@ -172,16 +178,7 @@ def run_fetch(buffer: str, seed: int, epochs: int, example: bool = False) -> dic
     training = Collector[CollectStats](algo, train_envs, buf, exploration_noise=True)
     training.reset()
     training.collect(n_step=1000, random=True)
-    sample_s: list[float] = []
-    inner = buf.sample
-
-    def timed(batch_size: int | None) -> Any:
-        t0 = time.perf_counter()
-        out = inner(batch_size)
-        sample_s.append(time.perf_counter() - t0)
-        return out
-
-    buf.sample = timed  # type: ignore[method-assign]
+    sample_s = _time_samples(buf)
     eval_env = gym.make("FetchReach-v4")
     eval_env.reset(seed=10_000 + seed)
     curve: list[tuple[int, float]] = []

@@ -120,23 +120,12 @@ class Runner:
 # ---------------------------------------------------------------------------------------- rlcore
 
 
-def rlcore_sac_pendulum(seed: int) -> Runner:
-    import rlcore
-    from rlcore.algos import SAC, SACConfig
+def _rlcore_runner(algo: Any, buffer: Any, envs: Any, s: dict[str, Any], seed: int) -> Runner:
+    """rlcore's public OffPolicyTrainer, one env step (and one gradient step) per ``next()``."""
     from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
 
-    s = SAC_SETTINGS
-    envs = gym.make_vec(s["env"], num_envs=1, vectorization_mode="sync")
-    torch.manual_seed(seed)
-    sac = SAC.from_spaces(
-        envs.single_observation_space,
-        envs.single_action_space,
-        SACConfig(hidden=(256, 256), actor_lr=s["lr"], critic_lr=s["lr"], alpha_lr=s["lr"], tau=s["tau"]),
-        device="cpu",
-    )
-    buffer = rlcore.ReplayBuffer(s["buffer_size"], num_envs=1, seed=seed)
     trainer = OffPolicyTrainer(
-        sac,
+        algo,
         buffer,
         envs,
         config=OffPolicyTrainerConfig(
@@ -156,10 +145,26 @@ def rlcore_sac_pendulum(seed: int) -> Runner:
     return Runner("rlcore", advance, lambda: trainer.env_steps)
 
 
+def rlcore_sac_pendulum(seed: int) -> Runner:
+    import rlcore
+    from rlcore.algos import SAC, SACConfig
+
+    s = SAC_SETTINGS
+    envs = gym.make_vec(s["env"], num_envs=1, vectorization_mode="sync")
+    torch.manual_seed(seed)
+    sac = SAC.from_spaces(
+        envs.single_observation_space,
+        envs.single_action_space,
+        SACConfig(hidden=(256, 256), actor_lr=s["lr"], critic_lr=s["lr"], alpha_lr=s["lr"], tau=s["tau"]),
+        device="cpu",
+    )
+    buffer = rlcore.ReplayBuffer(s["buffer_size"], num_envs=1, seed=seed)
+    return _rlcore_runner(sac, buffer, envs, s, seed)
+
+
 def rlcore_ddpg_her_fetchreach(seed: int) -> Runner:
     import rlcore
     from rlcore.algos import DDPG, DDPGConfig
-    from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
 
     s = DDPG_SETTINGS
     envs = gym.make_vec(s["env"], num_envs=1, vectorization_mode="sync")
@@ -183,25 +188,7 @@ def rlcore_ddpg_her_fetchreach(seed: int) -> Runner:
     buffer = rlcore.HERReplayBuffer(
         s["buffer_size"], num_envs=1, seed=seed, strategy="future", future_k=4, distance_threshold=0.05
     )
-    trainer = OffPolicyTrainer(
-        ddpg,
-        buffer,
-        envs,
-        config=OffPolicyTrainerConfig(
-            collect_env_steps=1,
-            utd_ratio=1.0,
-            batch_size=s["batch_size"],
-            gamma=s["gamma"],
-            warmup_env_steps=s["learning_starts"],
-            seed=seed,
-        ),
-    )
-
-    def advance(n: int) -> None:
-        for _ in range(n):
-            next(trainer)
-
-    return Runner("rlcore", advance, lambda: trainer.env_steps)
+    return _rlcore_runner(ddpg, buffer, envs, s, seed)
 
 
 # ------------------------------------------------------------------------------------------- SB3
