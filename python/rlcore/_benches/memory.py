@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _data import shifted_stream
 
 LIBS = ["rlcore", "rlox", "cpprb", "sb3", "sb3 (optimize_memory_usage)", "tianshou", "torchrl"]
 ACT_DIM = 6
@@ -76,21 +77,7 @@ def naive_bytes(case: str) -> int:
 def chunk_data(case: str) -> dict[str, np.ndarray]:
     c = CASES[case]
     n, shape, dtype = c["chunk"], c["shape"], c["dtype"]
-    rng = np.random.default_rng(0)
-    if dtype == np.uint8:
-        all_obs = rng.integers(0, 256, (n + 1, *shape), dtype=np.uint8)
-    else:
-        all_obs = rng.standard_normal((n + 1, *shape), dtype=np.float32)
-    trunc = np.zeros(n, bool)
-    trunc[EP_LEN - 1 :: EP_LEN] = True
-    return {
-        "obs": all_obs[:-1],
-        "obs_next": all_obs[1:],
-        "act": rng.uniform(-1, 1, (n, ACT_DIM)).astype(np.float32),
-        "rew": rng.standard_normal(n).astype(np.float32),
-        "terminated": np.zeros(n, bool),
-        "truncated": trunc,
-    }
+    return shifted_stream(n, shape, dtype, seed=0, ep_len=EP_LEN, act_dim=ACT_DIM)
 
 
 def importer(lib: str) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _data import shifted_stream
 from conftest import ACT_DIM, BATCH, EP_LEN, LIBS, build_or_skip, cycler, require, tag, torchrl_logging_quiet
 
 CAPACITY = 50_000
@@ -34,22 +35,7 @@ def data(obs: str) -> dict[str, np.ndarray]:
     """CAPACITY steps of one env in 1,000-step episodes ending in truncation; ``obs_next[t] ==
     obs[t + 1]`` (one array of CAPACITY + 1 observations, so the data costs one copy)."""
     shape, dtype = OBS[obs]
-    rng = np.random.default_rng(7)
-    n = CAPACITY
-    if dtype == np.uint8:
-        all_obs = rng.integers(0, 256, (n + 1, *shape), dtype=np.uint8)
-    else:
-        all_obs = rng.standard_normal((n + 1, *shape), dtype=np.float32)
-    trunc = np.zeros(n, bool)
-    trunc[EP_LEN - 1 :: EP_LEN] = True
-    return {
-        "obs": all_obs[:-1],
-        "obs_next": all_obs[1:],
-        "act": rng.uniform(-1, 1, (n, ACT_DIM)).astype(np.float32),
-        "rew": rng.standard_normal(n).astype(np.float32),
-        "terminated": np.zeros(n, bool),
-        "truncated": trunc,
-    }
+    return shifted_stream(CAPACITY, shape, dtype, seed=7, ep_len=EP_LEN, act_dim=ACT_DIM)
 
 
 def _flat32(x: np.ndarray) -> np.ndarray:
