@@ -439,25 +439,47 @@ class ReplayBuffer(RawBuffer):
         if not issubclass(klass, cls):
             raise SaveFileError(f"{root} holds a {klass.__name__}, not a {cls.__name__}")
         buf = klass._from_config(config, **kwargs)
-        arrays = {}
-        data_dir = root / manifest["data_dir"]
-        for name, fname in manifest["files"].items():
-            try:
-                arrays[name] = np.load(data_dir / fname, allow_pickle=False)
-            except FileNotFoundError as e:
-                raise SaveFileError(f"{root}: array file {manifest['data_dir']}/{fname} is missing") from e
-            except (ValueError, OSError, EOFError) as e:
-                raise SaveFileError(
-                    f"{root}: array file {manifest['data_dir']}/{fname} is corrupt ({e})"
-                ) from e
-        buf.load_state_dict({"config": config, "schema": manifest["schema"], "arrays": arrays})
+        buf.load_state_dict(_read_state(root, manifest))
         return buf
+
+    def restore(self, path: str | os.PathLike[str]) -> None:
+        """Copy the save at ``path`` into this buffer's existing memory (same kind, capacity,
+        num_envs and columns), as :meth:`load_state_dict` does with a state; nothing changes
+        unless the whole save is valid. Trainers restore their buffer from a checkpoint this way.
+
+        Raises:
+            SaveFileError: missing, unreadable or inconsistent save, or one that does not fit
+                this buffer.
+        """
+        root = Path(path)
+        manifest = _read_manifest(root)
+        try:
+            self.load_state_dict(_read_state(root, manifest))
+        except (SaveFileError, ApiUsageError):
+            raise
+        except (KeyError, TypeError, AttributeError, ValueError, RlcoreError) as e:
+            raise SaveFileError(f"{root}/manifest.json is malformed or does not match its data: {e!r}") from e
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(capacity={self.capacity}, num_envs={self.num_envs}, "
             f"len={len(self)}, columns={[s[0] for s in self._schema()[0] + self._schema()[1]]})"
         )
+
+
+def _read_state(root: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The state (``state_dict`` form) of the save at ``root`` described by ``manifest``."""
+    config = manifest["config"]
+    arrays = {}
+    data_dir = root / manifest["data_dir"]
+    for name, fname in manifest["files"].items():
+        try:
+            arrays[name] = np.load(data_dir / fname, allow_pickle=False)
+        except FileNotFoundError as e:
+            raise SaveFileError(f"{root}: array file {manifest['data_dir']}/{fname} is missing") from e
+        except (ValueError, OSError, EOFError) as e:
+            raise SaveFileError(f"{root}: array file {manifest['data_dir']}/{fname} is corrupt ({e})") from e
+    return {"config": config, "schema": manifest["schema"], "arrays": arrays}
 
 
 def _restore(klass: type[ReplayBuffer], state: Mapping[str, Any]) -> ReplayBuffer:
