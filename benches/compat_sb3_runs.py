@@ -40,14 +40,18 @@ def _timed(buf: Any, name: str, acc: list[float]) -> None:
     setattr(buf, name, wrapper)
 
 
-def _score(model: Any, env: Any, task: str, n_eval: int) -> float:
-    """Deterministic policy's success rate (fetch) or mean return (pendulum) over ``n_eval`` episodes."""
+def _score(model: Any, env: Any, task: str, n_eval: int) -> tuple[float, float | None]:
+    """Deterministic policy's (success rate, mean final distance to the goal) (fetch) or (mean
+    return, None) (pendulum) over ``n_eval`` episodes. The final distance is
+    ``||achieved_goal - desired_goal||_2`` of the last observation of each episode, in metres."""
     from stable_baselines3.common.evaluation import evaluate_policy
 
     if task != "fetch":
         score, _ = evaluate_policy(model, env, n_eval_episodes=n_eval, deterministic=True)
-        return float(score)
-    successes = []
+        return float(score), None
+    import numpy as np
+
+    successes, distances = [], []
     for _ in range(n_eval):
         obs, _ = env.reset()
         done = False
@@ -57,12 +61,16 @@ def _score(model: Any, env: Any, task: str, n_eval: int) -> float:
             obs, _, term, trunc, info = env.step(act)
             done = term or trunc
         successes.append(float(info["is_success"]))
-    return statistics.fmean(successes)
+        distances.append(float(np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"])))
+    return statistics.fmean(successes), statistics.fmean(distances)
 
 
 def run(
     task: str, buffer: str, seed: int, steps: int, eval_every: int = 0, buffer_seed: int | None = None
 ) -> dict[str, Any]:
+    """One training run; ``buffer`` is an arm: ``sb3`` (SB3's own buffer), ``rlcore`` (rlcore's
+    compat buffer as shipped), ``rlcore-parity`` / ``rlcore-default`` (the compat HER buffer with
+    ``exact_parity=True`` / ``False``: SB3's sampling rules, or rlcore's own HER defaults)."""
     import gymnasium as gym
     import torch
     from stable_baselines3 import SAC
@@ -91,7 +99,8 @@ def run(
             replay_buffer_kwargs=dict(
                 n_sampled_goal=4,
                 goal_selection_strategy="future",
-                **({"seed": buffer_seed} if buffer == "rlcore" and buffer_seed is not None else {}),
+                **({"seed": buffer_seed} if buffer != "sb3" and buffer_seed is not None else {}),
+                **_arm_kwargs(buffer),
             ),
             gamma=0.95,
             learning_rate=1e-3,
@@ -122,7 +131,7 @@ def run(
                 curve.append(
                     (
                         self.num_timesteps,
-                        _score(self.model, curve_env, task, 10 if task == "pendulum" else 20),
+                        _score(self.model, curve_env, task, 10 if task == "pendulum" else 20)[0],
                     )
                 )
                 eval_s[0] += time.perf_counter() - t
@@ -134,7 +143,7 @@ def run(
     eval_env = gym.make(env_id)
     eval_env.reset(seed=10_000 + seed)
     n_eval = 10 if task == "pendulum" else 50
-    score = _score(model, eval_env, task, n_eval)
+    score, final_distance = _score(model, eval_env, task, n_eval)
     return {
         "task": task,
         "buffer": buffer,
@@ -149,8 +158,38 @@ def run(
         "buffer_s_total": sum(sample_s) + sum(add_s),
         "wall_s": wall,
         "curve": curve,
+        # area under the eval curve: the mean of its points (each eval_every env steps)
+        "auc": statistics.fmean(v for _, v in curve) if curve else None,
+        "final_distance": final_distance,
         "buffer_seed": buffer_seed,
+        "commit": _commit(),
     }
+
+
+def _arm_kwargs(buffer: str) -> dict[str, Any]:
+    if buffer == "rlcore-parity":
+        return {"exact_parity": True}
+    if buffer == "rlcore-default":
+        import inspect
+
+        from rlcore.compat.sb3 import HerReplayBuffer
+
+        # before the exact-parity mode existed, the compat buffer had rlcore's defaults
+        if "exact_parity" in inspect.signature(HerReplayBuffer).parameters:
+            return {"exact_parity": False}
+    return {}
+
+
+def _commit() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() or None
 
 
 def report(path: Path) -> str:
@@ -209,10 +248,74 @@ def _paired(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def sign_flip_p(diffs: list[float], rounds: int = 100_000, seed: int = 0) -> float:
+    """Two-sided p-value of the mean paired difference under a sign-flip permutation test
+    (each pair's sign flipped with probability 1/2; exact enumeration for <= 16 pairs)."""
+    import itertools
+    import random
+
+    n = len(diffs)
+    observed = abs(statistics.fmean(diffs))
+    if n <= 16:
+        signs_iter: Any = itertools.product((1, -1), repeat=n)
+        total = 2**n
+    else:
+        rng = random.Random(seed)
+        signs_iter = ([rng.choice((1, -1)) for _ in range(n)] for _ in range(rounds))
+        total = rounds
+    hits = sum(
+        abs(sum(s * d for s, d in zip(signs, diffs, strict=True)) / n) >= observed - 1e-12
+        for signs in signs_iter
+    )
+    return hits / total
+
+
+def arms_report(path: Path, baseline: str = "sb3") -> str:
+    """Paired table of every arm against ``baseline`` on the seeds both ran: final success,
+    mean final distance to the goal, area under the eval curve (mean ± standard error), the
+    paired difference and its sign-flip p-value."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("buffer_seed") is None and r.get("auc") is not None]
+    by: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for r in rows:
+        by[r["buffer"]][r["seed"]] = r
+    metrics = [
+        ("score", "final success"),
+        ("final_distance", "final distance (m)"),
+        ("auc", "eval-curve AUC"),
+    ]
+
+    def mean_se(xs: list[float]) -> str:
+        se = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("nan")
+        return f"{statistics.fmean(xs):.3f} ± {se:.3f}"
+
+    lines = [
+        f"| arm | seeds | {' | '.join(m for _, m in metrics)} | "
+        + " | ".join(f"paired Δ {m} vs {baseline} (p)" for _, m in metrics)
+        + " |",
+        "|---|---|" + "---|" * (2 * len(metrics)),
+    ]
+    base = by.get(baseline, {})
+    for arm in sorted(by, key=lambda a: (a != baseline, a)):
+        seeds = sorted(by[arm]) if arm == baseline else sorted(set(by[arm]) & set(base))
+        if not seeds:
+            continue
+        cells = [mean_se([by[arm][k][key] for k in seeds]) for key, _ in metrics]
+        deltas = []
+        for key, _ in metrics:
+            if arm == baseline or len(seeds) < 2:
+                deltas.append("–")
+                continue
+            d = [by[arm][k][key] - base[k][key] for k in seeds]
+            deltas.append(f"{mean_se(d)} (p = {sign_flip_p(d):.2f})")
+        lines.append(f"| {arm} | {len(seeds)} | {' | '.join(cells)} | {' | '.join(deltas)} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", nargs="?", choices=["pendulum", "fetch"])
-    p.add_argument("--buffer", choices=["sb3", "rlcore"], default="rlcore")
+    p.add_argument("--buffer", choices=["sb3", "rlcore", "rlcore-parity", "rlcore-default"], default="rlcore")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=10_000)
     p.add_argument(
@@ -224,9 +327,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--eval-every", type=int, default=0, help="also record the eval score every N env steps")
     p.add_argument("--out", type=Path, default=Path("runs/compat_sb3.jsonl"))
     p.add_argument("--report", type=Path, default=None, help="print the markdown table of a JSONL file")
+    p.add_argument(
+        "--arms-report", type=Path, default=None, help="print the paired three-arm table of a JSONL file"
+    )
     a = p.parse_args(argv)
     if a.report is not None:
         print(report(a.report))
+        return
+    if a.arms_report is not None:
+        print(arms_report(a.arms_report))
         return
     if a.task is None:
         p.error("give a task (pendulum or fetch) or --report FILE")
