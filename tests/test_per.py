@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rlcore
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from reference import RefBuffer, chi2_critical, chi2_stat, per_weights
-from rlcore.errors import DTypeError, InvalidValueError, RlcoreError, ShapeError
+from rlcore.errors import DTypeError, InvalidValueError, RlcoreError, SaveFileError, ShapeError
 from test_buffer import Stream, check_against_reference
 
 F32 = np.float32
@@ -279,18 +281,74 @@ def test_update_priorities_skips_non_transition_rows():
     np.testing.assert_allclose(buf.priorities(rows[:3]), (2 + 1e-6) ** 0.6)
 
 
-def test_update_priorities_of_row_overwritten_since_sampling_is_skipped():
+def _add1(buf, t, *, term=False):
+    """One step of a single-env stream whose observation is its step count."""
+    return buf.add(np.array([t], F32), np.zeros(1, F32), 0.0, term, False, np.array([t + 1], F32))
+
+
+def test_index_returned_by_add_takes_its_priority_after_the_row_was_sampled_and_overwritten():
     buf = rlcore.PrioritizedReplayBuffer(8, alpha=1.0, eps=1e-9, seed=0)
     for t in range(7):
-        buf.add(np.array([t], F32), np.zeros(1, F32), 0.0, False, False, np.array([t + 1], F32))
-    sampled = buf.sample(16).indices
-    row = int(sampled[0])
-    for t in range(7, 7 + 8):  # one more lap of the ring: every row now holds a newer step
-        buf.add(np.array([t], F32), np.zeros(1, F32), 0.0, False, False, np.array([t + 1], F32))
-    before = buf.priorities(np.array([row]))
-    skipped = buf.update_priorities(np.array([row]), np.array([1000.0]))
-    assert skipped == 1
-    np.testing.assert_array_equal(buf.priorities(np.array([row])), before)
+        _add1(buf, t)
+    buf.sample(64)  # hands out every row 0..6
+    for t in range(7, 20):  # the ring wraps: every sampled row now holds a newer transition
+        res = _add1(buf, t)
+    assert buf.update_priorities(res.indices, np.array([50.0])) == 0
+    np.testing.assert_allclose(buf.priorities(res.indices), 50.0 + 1e-9, rtol=1e-12)
+    b = buf.sample(4096)
+    assert (b.indices == res.indices[0]).mean() > 0.5  # 50 of a total mass of 56
+
+
+def test_ape_x_initial_priorities_from_add_indices_land_after_wrap_around():
+    # actors compute initial priorities for the steps they add and set them from add's indices,
+    # while a learner samples (handing rows out) in between; the ring wraps many times
+    n = 4
+    buf = rlcore.PrioritizedReplayBuffer(40, num_envs=n, alpha=0.7, eps=1e-6, seed=1)
+    rng = np.random.default_rng(1)
+    obs = rng.normal(size=(n, 3)).astype(F32)
+    for t in range(200):
+        nxt = rng.normal(size=(n, 3)).astype(F32)
+        done = rng.random(n) < 0.15
+        mask = rng.random(n) > 0.1
+        res = buf.add(obs, np.zeros((n, 1), F32), np.ones(n, F32), done, np.zeros(n, bool), nxt, mask=mask)
+        obs = np.where(done[:, None], rng.normal(size=(n, 3)).astype(F32), nxt)
+        rows = res.indices[res.indices >= 0]
+        prio = rng.exponential(size=rows.size) * 10.0
+        assert buf.update_priorities(rows, prio) == 0, f"step {t}: an add's index was skipped"
+        np.testing.assert_allclose(buf.priorities(rows), (prio + 1e-6) ** 0.7, rtol=1e-12)
+        if t % 3 == 0:
+            buf.sample(32)
+
+
+@pytest.mark.parametrize("becomes", ["open row", "terminal row"])
+def test_sampled_index_is_skipped_only_while_its_row_holds_no_transition(becomes):
+    # capacity 8, one env: the step written at t sits in row t % 8
+    buf = rlcore.PrioritizedReplayBuffer(8, alpha=1.0, eps=1e-9, seed=0)
+    for t in range(7):
+        _add1(buf, t)
+    row = 3
+    b = buf.sample(256)
+    assert row in b.indices  # handed out by sample for the transition of step 3
+    # steps 7..10 overwrite rows 7, 0, 1, 2; with "terminal row", step 10 ends the episode and
+    # its final observation takes row 3, else row 3 is the open row holding obs 11
+    for t in range(7, 11):
+        _add1(buf, t, term=becomes == "terminal row" and t == 10)
+    assert not buf.is_transition(np.array([row]))[0]
+    before = buf.priorities(np.arange(8)).copy()
+    assert buf.update_priorities(np.array([row]), np.array([9.0])) == 1
+    np.testing.assert_array_equal(buf.priorities(np.arange(8)), before)
+    # adds go on (a new episode after the terminal row) until one writes a transition into row 3
+    # and hands it out: from then on the index names that transition
+    t = 11 if becomes == "open row" else 100
+    for _ in range(9):
+        res = _add1(buf, t)
+        t += 1
+        if res.indices[0] == row:
+            break
+        assert buf.update_priorities(np.array([row]), np.array([9.0])) == 1
+    assert res.indices.tolist() == [row]
+    assert buf.update_priorities(np.array([row]), np.array([9.0])) == 0
+    np.testing.assert_allclose(buf.priorities(np.array([row])), 9.0 + 1e-9, rtol=1e-12)
 
 
 def test_huge_priorities_that_overflow_the_tree_total_are_rejected_or_sampled_correctly():
@@ -303,6 +361,192 @@ def test_huge_priorities_that_overflow_the_tree_total_are_rejected_or_sampled_co
         return
     idx = buf.sample(64).indices
     assert set(idx.tolist()) <= {0, 1}, idx
+
+
+MAX_P = 1e280  # PrioritizedReplayBuffer.MAX_PRIORITY, the documented bound
+
+
+def test_huge_priority_is_refused_so_later_adds_cannot_push_the_total_to_inf():
+    # the issue's sequence: alpha = 1, one update of 1e308, then three adds at the running max
+    buf = rlcore.PrioritizedReplayBuffer(8, alpha=1.0, eps=1e-6, seed=0)
+    for t in range(4):
+        _add1(buf, t)
+    before = _prio_state(buf)
+    with pytest.raises(InvalidValueError, match="largest storable priority"):
+        buf.update_priorities(np.array([1]), np.array([1e308]))
+    _assert_prio_unchanged(buf, before)
+    for t in range(4, 7):
+        _add1(buf, t)
+    total, pmin, pmax = buf.priority_stats()
+    assert np.isfinite(total) and pmax == 1.0
+    b = buf.sample(8)
+    assert len(set(b.indices.tolist())) > 1
+    assert np.all(np.isfinite(b.weights)) and np.all((b.weights > 0) & (b.weights <= 1))
+    assert buf.update_priorities(b.indices, np.full(8, 2.0)) == 0
+
+
+def test_every_row_at_the_priority_bound_keeps_the_total_finite():
+    assert rlcore.PrioritizedReplayBuffer.MAX_PRIORITY == MAX_P == rlcore._core.MAX_PRIORITY
+    buf = rlcore.PrioritizedReplayBuffer(64, num_envs=2, alpha=1.0, eps=1e-6, seed=0)
+    for t in range(10):
+        buf.add(
+            np.full((2, 1), t, F32),
+            np.zeros((2, 1), F32),
+            np.ones(2),
+            np.zeros(2, bool),
+            np.zeros(2, bool),
+            np.full((2, 1), t + 1, F32),
+        )
+    rows = _transitions(buf)
+    before = _prio_state(buf)
+    with pytest.raises(InvalidValueError):
+        buf.update_priorities(rows[:1], np.array([np.nextafter(MAX_P, np.inf)]))
+    _assert_prio_unchanged(buf, before)
+    assert buf.update_priorities(rows, np.full(rows.size, MAX_P)) == 0
+    for t in range(10, 60):  # wrap: every new row gets the running max, the bound itself
+        buf.add(
+            np.full((2, 1), t, F32),
+            np.zeros((2, 1), F32),
+            np.ones(2),
+            np.zeros(2, bool),
+            np.zeros(2, bool),
+            np.full((2, 1), t + 1, F32),
+        )
+    total, pmin, pmax = buf.priority_stats()
+    assert pmin == pmax == MAX_P
+    assert np.isfinite(total) and total == pytest.approx(len(buf) * MAX_P, rel=1e-12)
+    b = buf.sample(64)
+    np.testing.assert_array_equal(b.weights, 1.0)
+
+
+def _weights_reference(buf, sampled, beta):
+    """per_weights in float32, with the documented floor 2**-126 (float32's smallest normal)."""
+    w = per_weights(buf.priorities(np.arange(buf.capacity)), sampled, beta).astype(F32)
+    return np.maximum(w, np.finfo(F32).tiny)
+
+
+@pytest.mark.parametrize("beta", [0.001, 0.4, 1.0])
+def test_weights_are_positive_and_finite_for_priorities_hundreds_of_decades_apart(beta):
+    # alpha = 2, eps = 1e-160: a zero TD error stores 1e-320 (subnormal), 1e139 stores 1e278;
+    # their ratio 1e598 overflows float64
+    buf = rlcore.PrioritizedReplayBuffer(16, alpha=2.0, beta=beta, eps=1e-160, seed=0)
+    for t in range(8):
+        _add1(buf, t)
+    rows = _transitions(buf)
+    assert buf.update_priorities(rows, np.where(np.arange(rows.size) % 2 == 0, 0.0, 1e139)) == 0
+    leaves = buf.priorities(rows)
+    assert leaves.min() < 1e-300 and leaves.max() > 1e270
+    for _ in range(5):
+        b = buf.sample(64)
+        assert np.all(np.isfinite(b.weights)) and np.all((b.weights > 0) & (b.weights <= 1))
+        np.testing.assert_allclose(
+            b.weights, _weights_reference(buf, buf.priorities(b.indices), beta), rtol=1e-5
+        )
+    # the subnormal rows are drawn too (each has a probability of ~1e-598, so none is expected)
+    assert set(buf.sample(256).indices.tolist()) <= set(rows[1::2].tolist())
+
+
+@pytest.mark.parametrize(
+    "alpha,eps",
+    [(2.0, 1e-200), (1.0, 1e300), (2.0**63, 1e-6), (0.5, 1e-320)],
+    ids=["underflows-to-0", "above-bound", "huge-alpha", "subnormal-ok"],
+)
+def test_eps_whose_smallest_priority_underflows_or_exceeds_the_bound_raises_invalid_value(alpha, eps):
+    with np.errstate(over="ignore", under="ignore"):
+        floor = np.float64(eps) ** alpha
+    if 0 < floor <= MAX_P:
+        buf = rlcore.PrioritizedReplayBuffer(8, alpha=alpha, eps=eps, seed=0)
+        _add1(buf, 0)
+        assert buf.update_priorities(np.array([0]), np.array([0.0])) == 0
+        assert buf.priorities(np.array([0]))[0] == floor
+        return
+    with pytest.raises(InvalidValueError, match="eps"):
+        rlcore.PrioritizedReplayBuffer(8, alpha=alpha, eps=eps, seed=0)
+
+
+EXTREME = [
+    0.0,
+    5e-324,
+    1e-310,
+    2.2250738585072014e-308,
+    1e-300,
+    1e-12,
+    0.5,
+    3.0,
+    1e12,
+    1e139,
+    1e280,
+    1e300,
+    1e308,
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    alpha=st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    eps=st.sampled_from([1e-6, 1e-140, 1e-300]),
+    ops=st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), st.sampled_from(["step", "step", "term", "trunc", "mask"])),
+            st.tuples(
+                st.just("update"),
+                st.lists(st.tuples(st.integers(0, 15), st.sampled_from(EXTREME)), min_size=1, max_size=6),
+            ),
+            st.tuples(st.just("sample"), st.integers(1, 40)),
+            st.tuples(st.just("clear"), st.none()),
+        ),
+        max_size=60,
+    ),
+)
+def test_random_adds_updates_clears_and_samples_keep_priorities_finite_and_weights_in_unit_interval(
+    alpha, eps, ops
+):
+    assume(0 < np.float64(eps) ** alpha <= MAX_P)
+    buf = rlcore.PrioritizedReplayBuffer(16, num_envs=2, alpha=alpha, beta=0.6, eps=eps, seed=0)
+    stream = Stream(buf, RefBuffer(16, 2), 2, seed=0)
+    for op, arg in ops:
+        if op == "add":
+            stream.step([arg, "step"])
+        elif op == "clear":
+            buf.clear()
+            stream.ref, stream.last_next = RefBuffer(16, 2), [None, None]
+        elif op == "update":
+            idx = np.array([i for i, _ in arg])
+            p = np.array([v for _, v in arg])
+            before = _prio_state(buf)
+            with np.errstate(over="ignore"):
+                too_big = np.any((p + eps) ** alpha > MAX_P)
+            if too_big:
+                with pytest.raises(InvalidValueError):
+                    buf.update_priorities(idx, p)
+                _assert_prio_unchanged(buf, before)
+            else:
+                skipped = buf.update_priorities(idx, p)
+                assert skipped == int((~buf.is_transition(idx)).sum())
+        elif len(buf):
+            b = buf.sample(arg)
+            assert buf.is_transition(b.indices).all(), "sampled a row that holds no transition"
+            assert np.all(buf.priorities(b.indices) > 0), "sampled a zero-priority row"
+            assert np.all(np.isfinite(b.weights)) and np.all((b.weights > 0) & (b.weights <= 1))
+            np.testing.assert_allclose(
+                b.weights, _weights_reference(buf, buf.priorities(b.indices), 0.6), rtol=1e-5
+            )
+        total, pmin, pmax = buf.priority_stats()
+        leaves = buf.priorities(np.arange(16))
+        assert np.isfinite(total) and 0 < pmax <= MAX_P
+        assert np.all(leaves <= MAX_P) and total == pytest.approx(leaves.sum(), rel=1e-9)
+
+
+def test_load_state_dict_with_a_priority_above_the_bound_raises_save_file_error():
+    buf, _, _ = _per(capacity=32, num_envs=2, steps=6)
+    state = buf.state_dict()
+    pr = state["arrays"]["per.priorities"]
+    state["arrays"]["per.priorities"] = np.where(pr > 0, 1e300, 0.0)
+    state["arrays"]["per.max_p"] = np.full_like(state["arrays"]["per.max_p"], 1e300)
+    dst = rlcore.PrioritizedReplayBuffer(32, num_envs=2, seed=0)
+    with pytest.raises(SaveFileError, match="largest storable priority"):
+        dst.load_state_dict(state)
+    assert len(dst) == 0
 
 
 # ---------------------------------------------------------------------------------------------

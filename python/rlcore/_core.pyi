@@ -7,12 +7,16 @@ import numpy as np
 from typing_extensions import disjoint_base
 
 __version__: str
+MAX_PRIORITY: float
+RESERVED_NAMES: tuple[str, ...]
 __all__ = [
     "AddResult",
     "ApiUsageError",
     "DTypeError",
     "EmptyBufferError",
     "InvalidValueError",
+    "MAX_PRIORITY",
+    "RESERVED_NAMES",
     "RawBuffer",
     "RlcoreError",
     "SaveFileError",
@@ -81,15 +85,15 @@ class RawBuffer:
         obs_next: Any,
         *,
         mask: Any = None,
-        **extras: Any,
+        extras: Mapping[str, Any] | None = None,
     ) -> AddResult: ...
     def _sample(
         self,
         batch_size: int,
-        n_step: int = 1,
-        gamma: float = 0.99,
-        out: Any = None,
-        compute_reward: Callable[..., Any] | None = None,
+        n_step: int,
+        gamma: float,
+        out: Any,
+        compute_reward: Callable[..., Any] | None,
     ) -> tuple[Any, ...]: ...
     def __len__(self) -> int: ...
     @property
@@ -120,8 +124,12 @@ class RawBuffer:
     def is_transition(self, indices: Any) -> np.ndarray: ...
     def clear(self) -> None: ...
     def _column(self, name: str) -> np.ndarray: ...
-    def _declare(self, obs: Sequence[tuple[str, str, Sequence[int]]], step: Sequence[tuple[str, str, Sequence[int]]]) -> None: ...
-    def _schema(self) -> tuple[list[tuple[str, str, tuple[int, ...]]], list[tuple[str, str, tuple[int, ...]]]]: ...
+    def _declare(
+        self, obs: Sequence[tuple[str, str, Sequence[int]]], step: Sequence[tuple[str, str, Sequence[int]]]
+    ) -> None: ...
+    def _schema(
+        self,
+    ) -> tuple[list[tuple[str, str, tuple[int, ...]]], list[tuple[str, str, tuple[int, ...]]]]: ...
     def _state_parts(self) -> list[tuple[str, np.ndarray]]: ...  # fresh arrays
     def _load_state(
         self,

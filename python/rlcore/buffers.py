@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rlcore._core import MAX_PRIORITY as _MAX_PRIORITY
 from rlcore._core import AddResult, RawBuffer
 from rlcore.batch import TransitionBatch
 from rlcore.errors import ApiUsageError, InvalidValueError, RlcoreError, SaveFileError, ShapeError
@@ -70,7 +71,10 @@ class ReplayBuffer(RawBuffer):
         seed: seed of the buffer's own Xoshiro256++ generator (``None``: from the OS).
 
     Raises:
-        InvalidValueError: ``capacity // num_envs < 2`` or ``num_envs < 1``.
+        InvalidValueError: ``capacity // num_envs < 2``, ``num_envs < 1``, a seed outside
+            ``[0, 2**64)``, or a capacity that cannot be allocated.
+        DTypeError: a capacity, num_envs or seed that is not an integer (a float, even ``8.0``,
+            a bool, None or a string).
 
     Columns are defined by the first :meth:`add` (shapes and dtypes of its arrays; bool is
     stored as uint8) or up front by :meth:`from_spaces`. Memory is allocated once, then never
@@ -112,8 +116,14 @@ class ReplayBuffer(RawBuffer):
         """A buffer whose columns are declared from gymnasium spaces (use the *single* env's
         spaces of a vector env). ``extras`` maps a column name to a space or ``(shape, dtype)``.
 
+        Extra names are any strings except the reserved ones (``rlcore._core.RESERVED_NAMES``:
+        the argument names of ``add``/``extend``, the fields of a ``TransitionBatch``,
+        ``flags``, ``env_ids``) and names starting with ``obs.``.
+
         Raises:
             ApiUsageError: an unsupported space (nested Dict, Text, Graph, ...).
+            InvalidValueError: a reserved extra name.
+            DTypeError: an extra name that is not a str.
         """
         buf = cls(capacity, num_envs=num_envs, seed=seed)
         buf._declare_spaces(observation_space, action_space, extras)
@@ -158,14 +168,16 @@ class ReplayBuffer(RawBuffer):
         steps of one episode must satisfy ``obs[t + 1] == obs_next[t]``; where they don't (or a
         step is terminated/truncated) a new episode starts. The episode index is exactly the one
         that T single-step :meth:`add` calls would build. ``capacity`` defaults to the rows the
-        data needs (T plus one row per episode).
+        data needs (T plus one row per episode). ``extras`` maps column names (not reserved, see
+        :meth:`from_spaces`) to ``[T, *shape]`` arrays.
 
         Raises:
             ShapeError, DTypeError: as :meth:`add`.
+            InvalidValueError: a reserved extra name (``"mask"``, ``"rew"``, ...).
         """
         rew_a, capacity = _offline_capacity(obs, rew, terminated, truncated, obs_next, capacity)
         buf = cls(capacity, num_envs=1, seed=seed)
-        buf._extend(obs, act, rew_a, terminated, truncated, obs_next, **dict(extras or {}))
+        buf._extend(obs, act, rew_a, terminated, truncated, obs_next, extras=dict(extras or {}))
         return buf
 
     def extend(
@@ -195,12 +207,13 @@ class ReplayBuffer(RawBuffer):
         Raises:
             ShapeError: ``rew`` is not ``[T, N]`` (or ``[T]`` for one env), or another array's
                 leading dimensions differ; everything else as :meth:`add`.
-            DTypeError: as :meth:`add`.
+            DTypeError, InvalidValueError: as :meth:`add` (a reserved extra name is refused
+                when the first call declares the columns).
         """
         rew_a = np.asarray(rew)
         n = self.num_envs
         if rew_a.ndim == 1 and n == 1:  # T steps of one env: the core validates the leading T
-            return self._extend(obs, act, rew_a, terminated, truncated, obs_next, mask=mask, **extras)
+            return self._extend(obs, act, rew_a, terminated, truncated, obs_next, mask=mask, extras=extras)
         if rew_a.ndim == 2 and rew_a.shape[1] == n:
             lead: tuple[int, ...] = rew_a.shape
         else:
@@ -228,9 +241,7 @@ class ReplayBuffer(RawBuffer):
             )
         ]
         kw = {k: flat(k, v) for k, v in extras.items()}
-        if mask is not None:
-            kw["mask"] = flat("mask", mask)
-        return self._extend(*args, **kw)
+        return self._extend(*args, mask=None if mask is None else flat("mask", mask), extras=kw)
 
     # -- sampling -----------------------------------------------------------------------------
 
@@ -250,9 +261,10 @@ class ReplayBuffer(RawBuffer):
         2018, eq. 7.1). Windows never cross an episode end or the newest stored step.
 
         Args:
-            batch_size: B >= 1.
-            n_step: n >= 1.
-            gamma: discount in [0, 1].
+            batch_size: B in [1, 2**31 - 1] (an int; NumPy integers are accepted).
+            n_step: n >= 1 (an int); any n >= ``segment_len`` gives the same windows, since no
+                window is longer than an episode's stored part of one segment.
+            gamma: discount in [0, 1] (a float or int).
             out: a batch of preallocated arrays (e.g. pinned memory, made once with
                 ``buf.sample(B)`` and reused) to fill instead of allocating; its arrays must
                 match dtypes and shapes exactly and be C-contiguous and writable.
@@ -261,9 +273,14 @@ class ReplayBuffer(RawBuffer):
             TransitionBatch of numpy arrays (see its docstring for shapes and dtypes).
 
         Raises:
-            InvalidValueError: batch_size < 1, n_step < 1 or gamma outside [0, 1].
+            InvalidValueError: batch_size outside [1, 2**31 - 1], n_step < 1 (or >= 2**64), or
+                gamma outside [0, 1].
+            DTypeError: batch_size or n_step not an integer (a float, even ``4.0``, a bool, None,
+                a string), gamma not a number.
             EmptyBufferError: the buffer holds no transition.
-            ShapeError, DTypeError, ApiUsageError: ``out`` arrays that do not fit.
+            ShapeError, DTypeError, ApiUsageError: ``out`` arrays that do not fit; ApiUsageError
+                for an ``out`` that is not a batch of this buffer (a missing field, obs key or
+                extra).
         """
         return _new_batch(TransitionBatch, self._sample(batch_size, n_step, gamma, out, None))
 
@@ -550,8 +567,11 @@ def _count_segments(obs: Any, obs_next: Any, terminated: Any, truncated: Any) ->
         return 1
 
     def continues(a: Any, b: Any) -> np.ndarray:
-        # byte equality, exactly like the core's continuity check (-0.0 != 0.0, NaN == NaN)
+        # byte equality, exactly like the core's continuity check (-0.0 != 0.0, NaN == NaN;
+        # bools by truth value, as the core stores them: 0/1 whatever their byte)
         a = np.ascontiguousarray(a)
+        if a.dtype == np.bool_:
+            a = a.astype(np.uint8)
         b = np.ascontiguousarray(b, dtype=a.dtype)
         ab = a.view(np.uint8).reshape(t_len, -1)
         bb = b.view(np.uint8).reshape(t_len, -1)
@@ -577,6 +597,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     transitions. Priorities live in a sum tree and a min tree of float64 in the core; terminal
     rows and overwritten rows have priority 0 and are never sampled.
 
+    A stored priority is at most :attr:`MAX_PRIORITY` (1e280): ``update_priorities`` refuses
+    larger ones, so the total priority mass of any buffer stays finite whatever adds and
+    updates come. Weights are computed from the priority ratio ``p_i / p_min`` (from logarithms
+    where that ratio overflows), never through ``p / total``; a weight below float32's
+    smallest normal number 2**-126 is returned as 2**-126, so every weight lies in
+    ``[2**-126, 1]``.
+
     Args:
         capacity, num_envs, seed: as :class:`ReplayBuffer`.
         alpha: priority exponent (0 = uniform).
@@ -585,8 +612,12 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         eps: added to every priority so none is zero.
 
     Raises:
-        InvalidValueError: alpha < 0, beta < 0 or eps <= 0.
+        InvalidValueError: alpha < 0, beta < 0, eps <= 0, or ``eps ** alpha`` (the smallest
+            priority) outside ``(0, MAX_PRIORITY]``.
+        DTypeError: alpha, beta or eps not a number (bool, None, a string).
     """
+
+    MAX_PRIORITY: ClassVar[float] = _MAX_PRIORITY
 
     _kind: ClassVar[str] = "prioritized"
     __slots__ = ()
@@ -709,7 +740,7 @@ class HERReplayBuffer(ReplayBuffer):
             beta=beta,
             eps=eps,
             her_strategy=strategy,
-            future_k=float(future_k),
+            future_k=future_k,
             distance_threshold=distance_threshold,
             achieved_goal_key=goal_keys[1],
             desired_goal_key=goal_keys[2],
@@ -810,7 +841,7 @@ class HERReplayBuffer(ReplayBuffer):
             beta=beta,
             eps=eps,
         )
-        buf._extend(obs, act, rew_a, terminated, truncated, obs_next, **dict(extras or {}))
+        buf._extend(obs, act, rew_a, terminated, truncated, obs_next, extras=dict(extras or {}))
         return buf
 
     def sample(

@@ -186,7 +186,9 @@ fn read(dt: DType, b: &[u8]) -> Value {
         }};
     }
     match dt {
-        DType::Bool | DType::U8 => Value::U(b[0] as u64),
+        // NumPy's rule: a bool is true when its byte is nonzero, whatever the byte
+        DType::Bool => Value::U((b[0] != 0) as u64),
+        DType::U8 => Value::U(b[0] as u64),
         DType::U16 => Value::U(rd!(u16) as u64),
         DType::U32 => Value::U(rd!(u32) as u64),
         DType::U64 => Value::U(rd!(u64)),
@@ -227,8 +229,22 @@ fn write(dt: DType, v: Value, out: &mut [u8]) {
 }
 
 /// Copy `src` (elements of `src_dt`) into `dst` (elements of `dst_dt`), converting each element.
-/// Both slices must hold the same number of elements.
+/// Both slices must hold the same number of elements. A bool element is 0 or 1 in every
+/// destination (NumPy's cast), whatever byte it is stored as (a bool array viewed from uint8
+/// can hold 2 or 255).
 pub fn cast_into(src: &[u8], src_dt: DType, dst: &mut [u8], dst_dt: DType) {
+    if src_dt == DType::Bool {
+        if dst_dt.size() == 1 {
+            for (d, s) in dst.iter_mut().zip(src) {
+                *d = (*s != 0) as u8;
+            }
+        } else {
+            for (s, d) in src.iter().zip(dst.chunks_exact_mut(dst_dt.size())) {
+                write(dst_dt, Value::U((*s != 0) as u64), d);
+            }
+        }
+        return;
+    }
     if src_dt == dst_dt || (src_dt.size() == 1 && dst_dt.size() == 1 && src_dt != DType::I8) {
         crate::storage::copy_row(dst, src);
         return;
@@ -270,6 +286,44 @@ mod tests {
         assert!(!DType::F32.can_cast_to(DType::I64));
         assert!(!DType::I64.can_cast_to(DType::U8));
         assert!(!DType::I64.can_cast_to(DType::Bool));
+    }
+
+    #[test]
+    fn bool_bytes_2_and_255_cast_to_exactly_one_in_every_dtype() {
+        let all = [
+            DType::Bool,
+            DType::U8,
+            DType::U16,
+            DType::U32,
+            DType::U64,
+            DType::I8,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+            DType::F32,
+            DType::F64,
+        ];
+        let src = [2u8, 255, 0, 1];
+        for dst_dt in all {
+            let mut dst = vec![0xAAu8; 4 * dst_dt.size()];
+            cast_into(&src, DType::Bool, &mut dst, dst_dt);
+            let got: Vec<f64> = (0..4).map(|i| read_f64(dst_dt, &dst, i)).collect();
+            assert_eq!(got, [1.0, 1.0, 0.0, 1.0], "{}", dst_dt.name());
+            let one = match dst_dt {
+                DType::F32 => 1f32.to_ne_bytes().to_vec(),
+                DType::F64 => 1f64.to_ne_bytes().to_vec(),
+                d => {
+                    let mut v = vec![0u8; d.size()];
+                    v[..1].copy_from_slice(&[1]);
+                    if cfg!(target_endian = "big") {
+                        v.reverse();
+                    }
+                    v
+                }
+            };
+            assert_eq!(&dst[..dst_dt.size()], &one[..], "{}", dst_dt.name());
+        }
+        assert_eq!(read_f64(DType::Bool, &[2], 0), 1.0);
     }
 
     #[test]

@@ -5,6 +5,9 @@ use crate::error::{CoreError, Result};
 use crate::gae::check_unit;
 use crate::storage::{copy_row, GoalStrategy, ReplayCore, F_TRANSITION};
 
+/// The largest batch `sample` draws (2^31 − 1 rows; larger ones cannot be allocated usefully).
+pub const MAX_BATCH: usize = (1 << 31) - 1;
+
 /// How many samples ahead the gather prefetches rows (software pipelining: enough misses in
 /// flight to hide memory latency, few enough not to overflow the miss buffers).
 const PREFETCH_AHEAD: usize = 12;
@@ -88,9 +91,16 @@ impl ReplayCore {
         (start, end)
     }
 
-    fn check_sample_args(&self, b: usize, n_step: usize, gamma: f64) -> Result<()> {
-        if b == 0 {
-            return Err(CoreError::value("batch_size must be >= 1, got 0"));
+    /// The checks [`ReplayCore::sample`] makes of its scalar arguments and the buffer's state,
+    /// for a front end to make before it allocates the output arrays.
+    ///
+    /// Errors: `InvalidValue` for `batch_size` outside `[1, MAX_BATCH]`, `n_step < 1` or `gamma`
+    /// outside `[0, 1]`; `Empty` when no transition is stored.
+    pub fn check_sample_args(&self, b: usize, n_step: usize, gamma: f64) -> Result<()> {
+        if !(1..=MAX_BATCH).contains(&b) {
+            return Err(CoreError::value(format!(
+                "batch_size must be in [1, {MAX_BATCH}], got {b}"
+            )));
         }
         if n_step < 1 {
             return Err(CoreError::value(format!(
@@ -314,6 +324,9 @@ impl ReplayCore {
     ) -> Result<()> {
         self.check_sample_args(b, n_step, gamma)?;
         self.check_out(b, out)?;
+        // a window of m steps spans m + 1 rows of one segment, so m < seg: any larger n_step
+        // gives the same windows (and the prefetch arithmetic stays small)
+        let n_step = n_step.min(self.seg);
         if let Some(h) = &self.her {
             if h.distance_threshold.is_none() && reward_fn.is_none() {
                 return Err(CoreError::usage(
@@ -358,19 +371,16 @@ impl ReplayCore {
         if her {
             self.relabel(b, gamma, out, reward_fn)?;
         }
-        if self.per.is_some() {
-            for i in 0..b {
-                let p = self.plan[i].p;
-                let abs = self.abs_of(p).map(|(_, a)| a).unwrap_or(u64::MAX);
-                if let Some(per) = self.per.as_mut() {
-                    per.sampled[p] = abs;
-                }
-            }
-        }
+        // sampling hands out the drawn rows, whose record already names the transition they
+        // hold (set when the add that wrote it handed it out): nothing to write
         if let (Some(per), Some(w)) = (self.per.as_ref(), out.weights.as_deref_mut()) {
             let pmin = per.tree.min_positive();
             for (wi, pl) in w.iter_mut().zip(&self.plan[..b]) {
-                *wi = (per.tree.get(pl.p) / pmin).powf(-per.beta) as f32;
+                debug_assert_eq!(
+                    self.abs_of(pl.p).map(|(_, a)| a),
+                    Some(per.handed_out[pl.p])
+                );
+                *wi = is_weight(per.tree.get(pl.p), pmin, per.beta);
             }
         }
         Ok(())
@@ -600,6 +610,24 @@ impl ReplayCore {
     }
 }
 
+/// The importance-sampling weight `(N·P(i))^-β / max_j (N·P(j))^-β = (p_i / p_min)^-β`
+/// (Schaul et al. 2016, sec. 3.4; `N·P(i) = N·p_i / total`, and the maximum over j is at the
+/// smallest priority), for `p_min <= p_i`, both positive and finite. The ratio is taken
+/// directly, never through `p / total` (which underflows for tiny priorities beside a large
+/// total); where the ratio itself overflows (priorities more than ~1e308 apart) the weight is
+/// computed from logarithms. Weights below float32's smallest normal number 2^-126 are returned
+/// as 2^-126, so every weight lies in [2^-126, 1]: positive, finite and never subnormal.
+#[inline]
+fn is_weight(p_i: f64, p_min: f64, beta: f64) -> f32 {
+    let ratio = p_i / p_min;
+    let w = if ratio.is_finite() {
+        ratio.powf(-beta)
+    } else {
+        (beta * (p_min.ln() - p_i.ln())).exp()
+    };
+    (w as f32).clamp(f32::MIN_POSITIVE, 1.0)
+}
+
 /// Only alive transition rows are ever drawn; reaching this is a bug in the core.
 #[cold]
 fn internal_row_error() -> CoreError {
@@ -615,4 +643,30 @@ fn goal_distance(dt: crate::dtype::DType, a: &[u8], b: &[u8]) -> f64 {
         acc += d * d;
     }
     acc.sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_weight;
+
+    #[test]
+    fn weights_stay_in_unit_interval_for_priorities_any_decades_apart() {
+        // ordinary ratios: exactly the textbook formula
+        assert_eq!(is_weight(4.0, 1.0, 0.5), 0.5);
+        assert_eq!(is_weight(3.0, 3.0, 0.7), 1.0);
+        assert_eq!(is_weight(1e30, 1e-30, 0.0), 1.0);
+        // a subnormal minimum beside a huge priority: the ratio overflows float64
+        let p_min = 5e-324;
+        let w = is_weight(1e280, p_min, 0.01);
+        let want = (0.01 * (p_min.ln() - 1e280f64.ln())).exp() as f32;
+        assert!(
+            want > 1e-7 && (w - want).abs() <= 1e-6 * want,
+            "{w} vs {want}"
+        );
+        // a true weight below float32's range is the smallest normal float32, never 0
+        for (p, beta) in [(1e280, 1.0), (1e200, 0.4), (1e40, 1.0), (1e280, 1e18)] {
+            let w = is_weight(p, p_min, beta);
+            assert_eq!(w, f32::MIN_POSITIVE, "p={p} beta={beta}");
+        }
+    }
 }

@@ -69,6 +69,23 @@ fn scatter_rows(data: &mut [u8], rec: usize, rows: usize, fields: &[(usize, usiz
 }
 
 impl ReplayCore {
+    /// After a load: every transition row was handed out by the add that wrote it (in the
+    /// process that saved it), so its record names the transition it holds. Saves written
+    /// before `add` handed out rows recorded only sampled rows; this brings them in line.
+    fn settle_hand_outs(&mut self) {
+        if self.per.is_none() || !self.has_schema() {
+            return;
+        }
+        for r in 0..self.rows {
+            let now = self.abs_of(r).map(|(_, a)| a);
+            if let (Some(a), true) = (now, self.flag(r) & F_TRANSITION != 0) {
+                if let Some(per) = self.per.as_mut() {
+                    per.handed_out[r] = a;
+                }
+            }
+        }
+    }
+
     /// The record offset and width of every per-row field, in state-part order.
     fn row_fields(&self) -> Vec<(String, DType, Vec<usize>, usize, usize)> {
         let rows = self.rows;
@@ -123,6 +140,7 @@ impl ReplayCore {
         if self.per.is_some() {
             out.push(("per.priorities".into(), DType::F64, vec![rows]));
             out.push(("per.max_p".into(), DType::F64, vec![1]));
+            // per row: the transition last handed out (the name predates add handing out rows)
             out.push(("per.sampled".into(), DType::U64, vec![rows]));
         }
         out
@@ -187,7 +205,7 @@ impl ReplayCore {
         if let Some(per) = &self.per {
             small.push(Cow::Borrowed(bytes_of(per.tree.leaves())));
             small.push(Cow::Owned(per.max_p.to_ne_bytes().to_vec()));
-            small.push(Cow::Borrowed(bytes_of(&per.sampled)));
+            small.push(Cow::Borrowed(bytes_of(&per.handed_out)));
         }
         for (d, v) in rest.iter_mut().zip(small) {
             d.copy_from_slice(&v);
@@ -408,6 +426,12 @@ impl ReplayCore {
                      (largest {top})"
                 )));
             }
+            if max_p > crate::per::MAX_PRIORITY {
+                return Err(CoreError::corrupt(format!(
+                    "saved per.max_p {max_p:e} exceeds the largest storable priority {:e}",
+                    crate::per::MAX_PRIORITY
+                )));
+            }
         }
         if let Some(_per) = &self.per {
             let pr = get("per.priorities");
@@ -464,8 +488,9 @@ impl ReplayCore {
             debug_assert_eq!(leaves.len(), self.rows);
             per.tree.load_leaves(&leaves);
             per.max_p = f64::from_ne_bytes(get("per.max_p").try_into().unwrap_or([0; 8]));
-            copy_into(&mut per.sampled, get("per.sampled"));
+            copy_into(&mut per.handed_out, get("per.sampled"));
         }
+        self.settle_hand_outs();
         Ok(())
     }
 }

@@ -23,6 +23,34 @@ pub const F_CUT: u8 = 4;
 /// Row flag: the row holds the final observation of a finished (or cut) episode.
 pub const F_TERMINAL: u8 = 8;
 
+/// Names an extra column cannot take (`InvalidValue` at declaration: from gymnasium spaces, from
+/// arrays or inferred by the first add): every argument name of `add`/`extend` (`self` too: the
+/// Python `extend` takes it), every field of a sampled `TransitionBatch`, the fixed columns that
+/// `column()` reads, and `env_ids` for partial vector steps. Names starting with `obs.` are
+/// reserved as well (dict observation keys). Any other string is a valid name: names are only
+/// ever dictionary keys, never file names or identifiers.
+pub const RESERVED_NAMES: &[&str] = &[
+    "obs",
+    "act",
+    "rew",
+    "terminated",
+    "truncated",
+    "obs_next",
+    "mask",
+    "env_ids",
+    "self",
+    "discount",
+    "indices",
+    "weights",
+    "extras",
+    "flags",
+];
+
+/// Whether `name` is reserved for an extra column (see [`RESERVED_NAMES`]).
+pub fn is_reserved(name: &str) -> bool {
+    RESERVED_NAMES.contains(&name) || name.starts_with("obs.")
+}
+
 /// Marks an episode record whose episode is still running.
 pub(crate) const OPEN: u64 = u64::MAX;
 
@@ -142,9 +170,13 @@ pub struct PerState {
     pub eps: f64,
     /// Largest `(p + eps)^alpha` set so far; new transitions get it.
     pub(crate) max_p: f64,
-    /// Per row: absolute index of the transition it held when last sampled (`u64::MAX`: never
-    /// sampled), so a priority update for a row overwritten since is recognised and skipped.
-    pub(crate) sampled: Box<[u64]>,
+    /// Per row: absolute index of the transition it held when its row index was last handed
+    /// out (`u64::MAX`: never). `add`/`extend` hand out the row of every transition they write,
+    /// `sample` the rows it draws; `update_priorities` lands only where the row still holds
+    /// that transition. Since every transition is handed out by the add that writes it, a
+    /// transition row's record names the transition it holds, and `sample` (which only hands
+    /// out transition rows) has nothing to write.
+    pub(crate) handed_out: Box<[u64]>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -244,6 +276,14 @@ impl ReplayCore {
         if !(eps.is_finite() && eps > 0.0) {
             return Err(CoreError::value(format!("eps must be > 0, got {eps}")));
         }
+        let floor = eps.powf(alpha);
+        if !(floor > 0.0 && floor <= crate::per::MAX_PRIORITY) {
+            return Err(CoreError::value(format!(
+                "eps^alpha = {eps}^{alpha} = {floor:e} is the smallest priority and must lie in \
+                 (0, {:e}]; use a larger eps or a smaller alpha",
+                crate::per::MAX_PRIORITY
+            )));
+        }
         if !self.is_empty() {
             return Err(CoreError::usage(
                 "enable prioritized replay before the first add",
@@ -255,7 +295,7 @@ impl ReplayCore {
             beta,
             eps,
             max_p: 1.0,
-            sampled: alloc(self.rows, u64::MAX)?,
+            handed_out: alloc(self.rows, u64::MAX)?,
         });
         Ok(())
     }
@@ -427,28 +467,25 @@ impl ReplayCore {
             return Err(CoreError::value("the first step column must be 'act'"));
         }
         let is_dict = obs.iter().any(|c| c.name.starts_with("obs."));
-        if is_dict && obs.iter().any(|c| !c.name.starts_with("obs.")) {
+        if (is_dict && obs.iter().any(|c| !c.name.starts_with("obs.")))
+            || (!is_dict && (obs.len() != 1 || obs[0].name != "obs"))
+        {
             return Err(CoreError::value(
-                "observation columns must all be 'obs' or all 'obs.<key>'",
+                "observation columns must be one column 'obs' or columns 'obs.<key>'",
             ));
+        }
+        if let Some(c) = step[1..].iter().find(|c| is_reserved(&c.name)) {
+            return Err(CoreError::value(format!(
+                "extra column '{}': the name is reserved (reserved are {:?} and names starting \
+                 with 'obs.'); pick another name for the extra",
+                c.name, RESERVED_NAMES
+            )));
         }
         let mut seen = std::collections::HashSet::new();
         for c in obs.iter().chain(step.iter()) {
             if !seen.insert(c.name.clone()) {
                 return Err(CoreError::value(format!(
                     "column '{}' is defined twice",
-                    c.name
-                )));
-            }
-        }
-        for c in &step[1..] {
-            let reserved = matches!(
-                c.name.as_str(),
-                "act" | "rew" | "terminated" | "truncated" | "obs_next" | "flags" | "obs"
-            ) || c.name.starts_with("obs.");
-            if reserved {
-                return Err(CoreError::value(format!(
-                    "'{}' is a reserved column name; pick another name for the extra",
                     c.name
                 )));
             }
@@ -830,7 +867,8 @@ impl ReplayCore {
             let src = &a.data[i * rb..(i + 1) * rb];
             let o = p * rec + col.offset;
             let stored = &data[o..o + col.item_bytes];
-            if a.dtype == col.spec.dtype {
+            // bools compare by truth value, as they are stored (0/1 whatever the input byte)
+            if a.dtype == col.spec.dtype && a.dtype != DType::Bool {
                 if !same_bytes(src, stored) {
                     return false;
                 }
@@ -911,7 +949,9 @@ impl ReplayCore {
         }
         self.envs[e].n_trans += 1;
         if let Some(per) = self.per.as_mut() {
+            // the add hands out row p for this transition (its `AddOutcome::rows`)
             per.tree.set(p, per.max_p);
+            per.handed_out[p] = cur;
         }
         // next observation in the next row
         let (nabs, np) = self.claim_row(e);
@@ -955,7 +995,7 @@ impl ReplayCore {
         if let Some(per) = self.per.as_mut() {
             per.tree.reset();
             per.max_p = 1.0;
-            per.sampled.fill(u64::MAX);
+            per.handed_out.fill(u64::MAX);
         }
     }
 }

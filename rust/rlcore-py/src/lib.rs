@@ -153,6 +153,116 @@ fn numpy_mod(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
         .bind(py))
 }
 
+// ---------------------------------------------------------------------------------------------
+// scalar arguments: the one place that converts Python numbers; ranges are checked by the core
+
+/// Whether `obj` is a Python or NumPy bool (never accepted where a number is expected: `True`
+/// as a capacity or a discount is a bug, although Python's bool is an int).
+fn is_bool(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if obj.is_instance_of::<PyBool>() {
+        return Ok(true);
+    }
+    if obj.is_instance(numpy_generic(obj.py())?)? {
+        let d = obj.getattr("dtype")?;
+        return Ok(d.cast::<PyArrayDescr>().is_ok_and(|d| d.kind() == b'b'));
+    }
+    Ok(false)
+}
+
+/// An integer argument: a Python int or anything with `__index__` (NumPy integers), as `i128`
+/// for the core's range checks.
+///
+/// Raises DTypeError for bool, float (even `2.0`), NumPy floats, None, str and anything else
+/// without `__index__`; InvalidValueError for an integer beyond ±2**127.
+fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i128> {
+    let py = obj.py();
+    let too_big = || py_err(py, 3, format!("{what}: integer {obj} is far out of range"));
+    if let Ok(i) = obj.cast_exact::<PyInt>() {
+        return i.extract::<i128>().map_err(|_| too_big());
+    }
+    if !is_bool(obj)? {
+        match obj.extract::<i128>() {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {
+                return Err(too_big())
+            }
+            Err(_) => {}
+        }
+    }
+    Err(py_err(
+        py,
+        2,
+        format!(
+            "{what}: expected an integer, got {} ({obj})",
+            type_name(obj)
+        ),
+    ))
+}
+
+/// A float argument: a Python float or int, a NumPy number, or anything else with `__float__`
+/// except arrays.
+///
+/// Raises DTypeError for bool, None, str, arrays and anything else without `__float__`;
+/// InvalidValueError for an int too large for float64.
+fn float_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
+    let py = obj.py();
+    if let Ok(f) = obj.cast_exact::<PyFloat>() {
+        return Ok(f.value());
+    }
+    let wrong = !is_bool(obj)? && obj.cast::<PyUntypedArray>().is_err();
+    if wrong {
+        match obj.extract::<f64>() {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {
+                return Err(py_err(
+                    py,
+                    3,
+                    format!("{what}: {obj} is beyond the range of float64"),
+                ))
+            }
+            Err(_) => {}
+        }
+    }
+    Err(py_err(
+        py,
+        2,
+        format!("{what}: expected a number, got {} ({obj})", type_name(obj)),
+    ))
+}
+
+/// An optional float argument (`None` means absent).
+fn opt_float_arg(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<f64>> {
+    match obj {
+        Some(x) if !x.is_none() => float_arg(x, what).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// An argument with a default: `Given(None)` when the caller left it out, the object (which may
+/// be `None`) when given, so that an explicit `alpha=None` is refused rather than defaulted.
+struct Given<'py>(Option<Bound<'py, PyAny>>);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Given<'py> {
+    type Error = PyErr;
+    fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(Given(Some(obj.to_owned())))
+    }
+}
+
+impl Given<'_> {
+    fn float(&self, what: &str, default: f64) -> PyResult<f64> {
+        self.0.as_ref().map_or(Ok(default), |o| float_arg(o, what))
+    }
+    fn count(&self, what: &str, default: usize) -> PyResult<usize> {
+        self.0.as_ref().map_or(Ok(default), |o| count_arg(o, what))
+    }
+}
+
+/// A count argument (`capacity`, `batch_size`, ...) as the core's `usize`.
+fn count_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
+    rlcore_core::validate::count(what, int_arg(obj, what)?).or_py(obj.py())
+}
+
 /// An input converted to C-contiguous native-endian bytes (borrowed from the array when possible).
 struct In<'py> {
     arr: Option<Bound<'py, PyUntypedArray>>,
@@ -231,9 +341,13 @@ fn to_in<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<In<'py>> {
         });
     }
     if obj.cast_exact::<PyInt>().is_ok() {
-        let v: i64 = obj
-            .extract()
-            .map_err(|_| py_err(py, 3, format!("{what}: integer does not fit in int64")))?;
+        let v = i64::try_from(int_arg(obj, what)?).map_err(|_| {
+            py_err(
+                py,
+                3,
+                format!("{what}: integer {obj} does not fit in int64"),
+            )
+        })?;
         scalar.copy_from_slice(&v.to_ne_bytes());
         return Ok(In {
             arr: None,
@@ -395,7 +509,13 @@ fn extras_in<'py>(core: &ReplayCore, kw: Option<&Bound<'py, PyDict>>) -> PyResul
         v.clear();
     }
     for (k, item) in kw.iter() {
-        let name: String = k.extract()?;
+        let name: String = k.extract().map_err(|_| {
+            py_err(
+                kw.py(),
+                2,
+                format!("extras: column names must be str, got {}", type_name(&k)),
+            )
+        })?;
         let i = to_in(&item, &name)?;
         v.push((Cow::Owned(name), i));
     }
@@ -548,9 +668,6 @@ fn check_out_array<'py>(
 // the buffer
 
 /// Result of one `add`: the rows written and the episodes that ended.
-/// The largest batch `sample` accepts (2^31 − 1 rows; larger ones cannot be allocated usefully).
-const MAX_BATCH: usize = (1 << 31) - 1;
-
 #[pyclass(module = "rlcore._core", frozen)]
 struct AddResult {
     out: AddOutcome,
@@ -691,40 +808,7 @@ type HerTuple = (String, f64, Option<f64>, String, String);
 const DETACH_BYTES: usize = 1 << 20;
 
 fn idx_vec(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
-    let i = to_in(obj, what)?;
-    let a = i.array();
-    if a.shape.len() > 1 {
-        return Err(py_err(
-            py,
-            1,
-            format!(
-                "{what}: expected a 1-d index array, got shape {:?}",
-                a.shape
-            ),
-        ));
-    }
-    let n = a.shape.first().copied().unwrap_or(1);
-    let s = a.dtype.size();
-    match a.dtype {
-        DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U8
-        | DType::U16
-        | DType::U32
-        | DType::U64 => Ok((0..n)
-            .map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k) as i64)
-            .collect()),
-        _ => {
-            let _ = s;
-            Err(py_err(
-                py,
-                2,
-                format!("{what}: indices must be integers, got {}", a.dtype.name()),
-            ))
-        }
-    }
+    rlcore_core::validate::index_array(what, &to_in(obj, what)?.array()).or_py(py)
 }
 
 fn parse_strategy(py: Python<'_>, s: &str) -> PyResult<GoalStrategy> {
@@ -760,7 +844,17 @@ fn spec_tuple<'py>(py: Python<'py>, c: &ColumnSpec) -> PyResult<Bound<'py, PyTup
 fn parse_specs(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnSpec>> {
     let mut v = Vec::new();
     for item in obj.try_iter()? {
-        let (name, dt, shape): (String, String, Vec<usize>) = item?.extract()?;
+        let item = item?;
+        let (name, dt, shape): (String, String, Vec<usize>) = item.extract().map_err(|_| {
+            py_err(
+                py,
+                2,
+                format!(
+                    "column spec {item}: expected (name: str, dtype name: str, shape: tuple of \
+                     ints >= 0)"
+                ),
+            )
+        })?;
         let dtype = DType::from_name(&dt)
             .ok_or_else(|| py_err(py, 2, format!("column '{name}': unsupported dtype '{dt}'")))?;
         v.push(ColumnSpec::new(name, dtype, shape));
@@ -771,51 +865,46 @@ fn parse_specs(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<ColumnSpe
 #[pymethods]
 impl RawBuffer {
     #[new]
-    #[pyo3(signature = (capacity, *, num_envs=1, seed=None, prioritized=false, alpha=0.6, beta=0.4,
-                        eps=1e-6, her_strategy=None, future_k=4.0, distance_threshold=None,
-                        achieved_goal_key="achieved_goal", desired_goal_key="desired_goal"))]
+    #[pyo3(signature = (capacity, *, num_envs=Given(None), seed=None, prioritized=false,
+                        alpha=Given(None), beta=Given(None), eps=Given(None), her_strategy=None,
+                        future_k=Given(None), distance_threshold=None,
+                        achieved_goal_key="achieved_goal", desired_goal_key="desired_goal"),
+           text_signature = "(capacity, *, num_envs=1, seed=None, prioritized=False, alpha=0.6, \
+                             beta=0.4, eps=1e-06, her_strategy=None, future_k=4.0, \
+                             distance_threshold=None, achieved_goal_key='achieved_goal', \
+                             desired_goal_key='desired_goal')")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        capacity: i64,
-        num_envs: i64,
+        capacity: &Bound<'_, PyAny>,
+        num_envs: Given<'_>,
         seed: Option<&Bound<'_, PyAny>>,
         prioritized: bool,
-        alpha: f64,
-        beta: f64,
-        eps: f64,
+        alpha: Given<'_>,
+        beta: Given<'_>,
+        eps: Given<'_>,
         her_strategy: Option<&str>,
-        future_k: f64,
-        distance_threshold: Option<f64>,
+        future_k: Given<'_>,
+        distance_threshold: Option<&Bound<'_, PyAny>>,
         achieved_goal_key: &str,
         desired_goal_key: &str,
     ) -> PyResult<Self> {
-        if capacity < 1 {
-            return Err(py_err(
-                py,
-                3,
-                format!("capacity must be >= 1, got {capacity}"),
-            ));
-        }
-        if num_envs < 1 {
-            return Err(py_err(
-                py,
-                3,
-                format!("num_envs must be >= 1, got {num_envs}"),
-            ));
-        }
+        let capacity = count_arg(capacity, "capacity")?;
+        let num_envs = num_envs.count("num_envs", 1)?;
         let seed = match seed {
-            None => os_seed(),
-            Some(x) if x.is_none() => os_seed(),
-            Some(x) => x.extract::<u64>().map_err(|_| {
-                py_err(
-                    py,
-                    3,
-                    format!("seed must be None or an integer in [0, 2**64), got {x}"),
-                )
-            })?,
+            Some(x) if !x.is_none() => {
+                rlcore_core::validate::seed(int_arg(x, "seed")?).or_py(py)?
+            }
+            _ => os_seed(),
         };
-        let mut core = ReplayCore::new(capacity as usize, num_envs as usize, seed).or_py(py)?;
+        let (alpha, beta, eps) = (
+            alpha.float("alpha", 0.6)?,
+            beta.float("beta", 0.4)?,
+            eps.float("eps", 1e-6)?,
+        );
+        let future_k = future_k.float("future_k", 4.0)?;
+        let distance_threshold = opt_float_arg(distance_threshold, "distance_threshold")?;
+        let mut core = ReplayCore::new(capacity, num_envs, seed).or_py(py)?;
         if prioritized {
             core.enable_per(alpha, beta, eps).or_py(py)?;
         }
@@ -871,8 +960,10 @@ impl RawBuffer {
         Ok(AddResult { out })
     }
 
-    /// Add T consecutive steps of one env (offline data); see `ReplayBuffer.from_arrays`.
-    #[pyo3(signature = (obs, act, rew, terminated, truncated, obs_next, *, mask=None, **extras))]
+    /// Add T consecutive steps (offline data); see `ReplayBuffer.extend` and `from_arrays`.
+    /// `extras` is a dict (not keyword arguments), so that every name, reserved ones included,
+    /// reaches the core's declaration check.
+    #[pyo3(signature = (obs, act, rew, terminated, truncated, obs_next, *, mask=None, extras=None))]
     #[allow(clippy::too_many_arguments)]
     fn _extend<'py>(
         &self,
@@ -893,44 +984,25 @@ impl RawBuffer {
     }
 
     /// Sample into fresh (or `out`) arrays; returns the fields of a TransitionBatch as a tuple.
-    #[pyo3(signature = (batch_size, n_step=1, gamma=0.99, out=None, compute_reward=None))]
+    #[pyo3(signature = (batch_size, n_step, gamma, out, compute_reward))]
     fn _sample<'py>(
         &self,
         py: Python<'py>,
-        batch_size: i128,
-        n_step: i64,
-        gamma: f64,
+        batch_size: &Bound<'py, PyAny>,
+        n_step: &Bound<'py, PyAny>,
+        gamma: &Bound<'py, PyAny>,
         out: Option<&Bound<'py, PyAny>>,
         compute_reward: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        if !(1..=MAX_BATCH as i128).contains(&batch_size) {
-            return Err(py_err(
-                py,
-                3,
-                format!("batch_size must be in [1, {MAX_BATCH}], got {batch_size}"),
-            ));
-        }
-        if n_step < 1 {
-            return Err(py_err(py, 3, format!("n_step must be >= 1, got {n_step}")));
-        }
-        if !(0.0..=1.0).contains(&gamma) {
-            return Err(py_err(
-                py,
-                3,
-                format!("gamma must be in [0, 1], got {gamma}"),
-            ));
-        }
+        let batch_size = count_arg(batch_size, "batch_size")?;
+        let n_step = count_arg(n_step, "n_step")?;
+        let gamma = float_arg(gamma, "gamma")?;
         let mut guard = self.lock(py)?;
         let core = &mut *guard;
-        if core.is_empty() {
-            return Err(to_py(
-                py,
-                CoreError::empty(
-                    "cannot sample: the buffer holds no transition yet; add some steps first",
-                ),
-            ));
-        }
-        let b = batch_size as usize;
+        // the core's checks, before any output array is allocated
+        core.check_sample_args(batch_size, n_step, gamma)
+            .or_py(py)?;
+        let b = batch_size;
         let (obs_specs, step_specs) = (core.obs_columns(), core.step_columns());
         let dims = |shape: &[usize]| -> Vec<usize> {
             let mut d = Vec::with_capacity(shape.len() + 1);
@@ -978,13 +1050,27 @@ impl RawBuffer {
                         )
                     })
                 };
+                // a dict field of `out` (obs of dict observations, extras) must hold every key
+                let item = |f: &Bound<'py, PyAny>, field: &str, key: &str| {
+                    f.get_item(key).map_err(|_| {
+                        py_err(
+                            py,
+                            5,
+                            format!(
+                                "out.{field} has no array '{key}' ({}); pass a TransitionBatch \
+                                 from a previous sample of this buffer",
+                                type_name(f)
+                            ),
+                        )
+                    })
+                };
                 let dict_obs = core.obs_is_dict();
                 for (field, dst) in [("obs", &mut obs_a), ("obs_next", &mut obs_next_a)] {
                     let f = get(field)?;
                     for c in obs_specs {
                         let (item, what) = if dict_obs {
                             let key = &c.spec.name[4..];
-                            (f.get_item(key)?, format!("{field}['{key}']"))
+                            (item(&f, field, key)?, format!("{field}['{key}']"))
                         } else {
                             (f.clone(), field.to_string())
                         };
@@ -1002,7 +1088,7 @@ impl RawBuffer {
                     let item = if k == 0 {
                         get("act")?
                     } else {
-                        extras.get_item(&c.spec.name)?
+                        item(&extras, "extras", &c.spec.name)?
                     };
                     step_a.push(check_out_array(
                         py,
@@ -1076,7 +1162,7 @@ impl RawBuffer {
             },
             weights: w_a.as_ref().map(cast_f32),
         };
-        let n = n_step as usize;
+        let n = n_step;
         match (
             core.her().map(|h| h.distance_threshold.is_none()),
             compute_reward,
@@ -1203,7 +1289,8 @@ impl RawBuffer {
         Ok(self.lock(py)?.per().map(|p| p.beta))
     }
     #[setter]
-    fn set_beta(&self, py: Python<'_>, beta: f64) -> PyResult<()> {
+    fn set_beta(&self, py: Python<'_>, beta: &Bound<'_, PyAny>) -> PyResult<()> {
+        let beta = float_arg(beta, "beta")?;
         self.lock(py)?.set_beta(beta).or_py(py)
     }
 
@@ -1224,8 +1311,25 @@ impl RawBuffer {
         }))
     }
 
-    /// Set `(p + eps) ** alpha` as priorities of `indices`; returns how many were skipped
-    /// because their row no longer holds a transition.
+    /// Set `(p + eps) ** alpha` as the priority of the transition each index names; returns how
+    /// many indices were skipped.
+    ///
+    /// indices: int [K] rows, as handed out by `add`/`extend` (`AddResult.indices`, Ape-X style
+    /// initial priorities) or by `sample` (`TransitionBatch.indices`). priorities: [K] numbers
+    /// >= 0 (e.g. |TD error|), one per index.
+    ///
+    /// Which transition an index names: with bare row indices, the most recent hand-out of a
+    /// row (by add, extend or sample) defines it, and an update lands if and only if the row
+    /// still holds that transition. A row that holds no transition now (a terminal row, the
+    /// open row of a running episode, a row never written or cleared) is skipped and counted.
+    /// So an index from `sample` whose row was overwritten since is skipped while the row holds
+    /// no transition, and lands on the newer transition once `add` has handed the row out for it.
+    ///
+    /// Raises ShapeError (K differs, arrays not 1-d), DTypeError (non-integer indices, bool or
+    /// non-numeric priorities), InvalidValueError (an index outside [0, capacity); a negative,
+    /// NaN or infinite priority; one whose (p + eps) ** alpha exceeds MAX_PRIORITY = 1e280, so
+    /// that the total priority mass of any buffer stays finite), ApiUsageError (not a
+    /// prioritized buffer). Nothing is written unless the whole call is valid.
     fn update_priorities(
         &self,
         py: Python<'_>,
@@ -1233,38 +1337,8 @@ impl RawBuffer {
         priorities: &Bound<'_, PyAny>,
     ) -> PyResult<usize> {
         let idx = idx_vec(py, indices, "indices")?;
-        let p = to_in(priorities, "priorities")?;
-        let a = p.array();
-        if a.shape.len() > 1 {
-            return Err(py_err(
-                py,
-                1,
-                format!("priorities: expected a 1-d array, got shape {:?}", a.shape),
-            ));
-        }
-        if !matches!(
-            a.dtype,
-            DType::F32
-                | DType::F64
-                | DType::I64
-                | DType::I32
-                | DType::U8
-                | DType::U32
-                | DType::U64
-                | DType::I16
-                | DType::U16
-                | DType::I8
-        ) {
-            return Err(py_err(
-                py,
-                2,
-                format!("priorities: expected floats, got {}", a.dtype.name()),
-            ));
-        }
-        let n = a.shape.first().copied().unwrap_or(1);
-        let pr: Vec<f64> = (0..n)
-            .map(|k| rlcore_core::dtype::read_f64(a.dtype, a.data, k))
-            .collect();
+        let pr = rlcore_core::validate::priority_array(&to_in(priorities, "priorities")?.array())
+            .or_py(py)?;
         self.lock(py)?.update_priorities(&idx, &pr).or_py(py)
     }
 
@@ -1713,9 +1787,13 @@ fn _compute_gae<'py>(
     next_values: &Bound<'py, PyAny>,
     terminated: &Bound<'py, PyAny>,
     truncated: &Bound<'py, PyAny>,
-    gamma: f64,
-    gae_lambda: f64,
+    gamma: &Bound<'py, PyAny>,
+    gae_lambda: &Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let (gamma, gae_lambda) = (
+        float_arg(gamma, "gamma")?,
+        float_arg(gae_lambda, "gae_lambda")?,
+    );
     for (name, x) in [("gamma", gamma), ("gae_lambda", gae_lambda)] {
         if !(0.0..=1.0).contains(&x) {
             return Err(py_err(py, 3, format!("{name} must be in [0, 1], got {x}")));
@@ -1786,9 +1864,10 @@ fn _compute_nstep_returns<'py>(
     rew: &Bound<'py, PyAny>,
     terminated: &Bound<'py, PyAny>,
     truncated: &Bound<'py, PyAny>,
-    n_step: i64,
-    gamma: f64,
+    n_step: &Bound<'py, PyAny>,
+    gamma: &Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let (n_step, gamma) = (count_arg(n_step, "n_step")?, float_arg(gamma, "gamma")?);
     if !(0.0..=1.0).contains(&gamma) {
         return Err(py_err(
             py,
@@ -1797,9 +1876,6 @@ fn _compute_nstep_returns<'py>(
         ));
     }
     let gamma = gamma as f32;
-    if n_step < 1 {
-        return Err(py_err(py, 3, format!("n_step must be >= 1, got {n_step}")));
-    }
     let (r, shape) = f32_in(py, rew, "rew")?;
     if shape.len() != 1 {
         return Err(py_err(
@@ -1828,7 +1904,7 @@ fn _compute_nstep_returns<'py>(
         &rv,
         te.array().data,
         tr.array().data,
-        n_step as usize,
+        n_step,
         gamma,
         &mut ret,
         &mut disc,
@@ -1850,5 +1926,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_compute_gae, m)?)?;
     m.add_function(wrap_pyfunction!(_compute_nstep_returns, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_PRIORITY", rlcore_core::MAX_PRIORITY)?;
+    m.add(
+        "RESERVED_NAMES",
+        PyTuple::new(py, rlcore_core::RESERVED_NAMES)?,
+    )?;
     Ok(())
 }
