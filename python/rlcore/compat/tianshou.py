@@ -29,6 +29,11 @@ Differences from Tianshou's buffers (deliberate):
 - Only ``obs``, ``act``, ``rew``, ``terminated``, ``truncated`` (and ``obs_next``) are stored;
   ``info`` and ``policy`` come back as empty ``Batch()`` and extra keys are dropped, so
   algorithms that read stored ``info``/``policy`` entries are not supported; ``rew`` is float32.
+- ``add`` checks every argument before it writes and refuses with a typed error what
+  Tianshou would store silently or half-way: duplicate ``buffer_ids`` (Tianshou stores two
+  successive steps of that env; here one step per env per add), negative ids (Tianshou wraps
+  them around), non-integer ids, fields whose leading dimension is not the number of ids, and
+  flags that are not bool or 0/1 integers. A refused add leaves the buffer as it was.
 - ``stack_num > 1``, ``save_only_last_obs``, ``update(buffer)``, ``set_batch`` and
   ``set_array_at_key`` (episode hooks that add keys) raise ``NotImplementedError``.
 - Randomness: the core owns its generator (``random_seed``); HER's relabeling draws from a
