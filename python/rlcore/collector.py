@@ -79,7 +79,9 @@ class Collector:
             instead of the env reward (learned rewards); ``obs_next`` is the true next observation.
 
     The collector does not reset at construction; call :meth:`reset` (the trainer does this once,
-    explicitly, before the first collection).
+    explicitly, before the first collection). The observation it holds between steps (``obs``)
+    is its own copy, so envs that rewrite the array they returned (``copy=False``, shared
+    memory) store right transitions (CASES.md #15).
     """
 
     def __init__(

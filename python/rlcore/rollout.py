@@ -148,8 +148,9 @@ class Rollout:
 class RolloutSampler:
     """Steps a gymnasium vector env with an :class:`ActorCriticPolicy` for ``T`` vector steps.
 
-    The sampler owns the env's current observations between calls, so consecutive rollouts continue
-    the same episodes. It does not reset at construction: call :meth:`reset` once (the trainer does).
+    The sampler owns the env's current observations between calls (its own copy, so envs that
+    rewrite the array they returned, ``copy=False`` or shared memory, give right rollouts:
+    CASES.md #15), so consecutive rollouts continue the same episodes. It does not reset at construction: call :meth:`reset` once (the trainer does).
 
     Args:
         envs: a gymnasium ``VectorEnv`` with N sub-envs and a ``Box`` observation space.
