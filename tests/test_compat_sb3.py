@@ -5,6 +5,7 @@ n-step returns and discounts, HER goal sources and rewards), then SB3's own SAC 
 from __future__ import annotations
 
 import io
+import itertools
 import pickle
 import time
 from typing import Any
@@ -451,6 +452,138 @@ def test_her_pickle_drops_env_and_round_trips():
 def test_her_copy_info_dict_refused():
     with pytest.raises(NotImplementedError, match="copy_info_dict"):
         compat.HerReplayBuffer(100, TinyGoalEnv.observation_space, ACT, None, copy_info_dict=True)
+
+
+# -- size(), full, pos ----------------------------------------------------------------------------
+
+GOAL_SPACE = TinyGoalEnv.observation_space
+PATTERNS = {
+    "1-step": lambda rng: 1,
+    "long": lambda rng: 50,
+    "mixed": lambda rng: int(rng.integers(1, 13)),
+}
+
+
+def fill_stream(n_envs: int, pattern: str, steps: int, goal: bool, seed: int = 0):
+    """``add`` arguments for ``steps`` vector steps; env e's episode lengths drawn from
+    ``PATTERNS[pattern]``, ends alternating between timeout and termination. Observation of
+    env e, episode k, step t: ``[e, k, t]`` (as ``"observation"`` of a goal dict when ``goal``)."""
+    rng = np.random.default_rng(seed)
+    plans = []
+    for _ in range(n_envs):
+        plan: list[tuple[int, str]] = []
+        while sum(length for length, _ in plan) < steps:
+            plan.append((PATTERNS[pattern](rng), "timeout" if len(plan) % 2 else "term"))
+        plans.append(plan)
+    for obs, nxt, act, rew, done, infos in itertools.islice(episode_stream(n_envs, plans, seed), steps):
+        if goal:
+            obs, nxt = (
+                {
+                    "observation": o,
+                    "achieved_goal": o[:, 2:] + 1000 * o[:, 1:2],
+                    "desired_goal": -1 - o[:, 1:2],
+                }
+                for o in (obs, nxt)
+            )
+            for e, info in enumerate(infos):
+                if done[e]:
+                    info["terminal_observation"] = {k: v[e] for k, v in nxt.items()}
+        yield obs, nxt, act, rew, done, infos
+
+
+def fill_pair(klass: str, n_envs: int, buffer_size: int):
+    """Ours and SB3's own buffer of the same class and arguments."""
+    kw: dict[str, Any] = dict(device="cpu", n_envs=n_envs)
+    if klass == "HerReplayBuffer":
+        venv = DummyVecEnv([TinyGoalEnv] * n_envs)
+        return (
+            compat.HerReplayBuffer(buffer_size, GOAL_SPACE, ACT, venv, seed=3, **kw),
+            Sb3Her(buffer_size, GOAL_SPACE, ACT, venv, **kw),
+        )
+    theirs = {
+        "ReplayBuffer": sb3_buffers.ReplayBuffer,
+        "DictReplayBuffer": sb3_buffers.DictReplayBuffer,
+        "NStepReplayBuffer": sb3_buffers.NStepReplayBuffer,
+    }[klass]
+    space = GOAL_SPACE if klass == "DictReplayBuffer" else OBS
+    return getattr(compat, klass)(buffer_size, space, ACT, seed=3, **kw), theirs(
+        buffer_size, space, ACT, **kw
+    )
+
+
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+@pytest.mark.parametrize("n_envs", [1, 3])
+@pytest.mark.parametrize(
+    "klass", ["ReplayBuffer", "DictReplayBuffer", "NStepReplayBuffer", "HerReplayBuffer"]
+)
+def test_size_full_pos_tell_what_can_be_sampled_and_match_sb3_until_short_episodes_wrap(
+    klass, n_envs, pattern
+):
+    """After every add of a stream that wraps the ring three times over:
+
+    - ours never claims more than it holds: ``size() = min(len(core) // N, buffer_size)`` and
+      SB3's reading ``size() == (buffer_size if full else pos)``, ``0 <= pos < buffer_size``;
+    - ours equals SB3's (size, full, pos) while nothing was overwritten, and whenever the core
+      holds ``buffer_size`` per env (long episodes: always);
+    - deliberate difference: once short episodes wrap the ring, the core holds fewer (two rows
+      per 1-step episode) and says so, ``full`` False, where SB3 reports ``buffer_size``.
+    """
+    per_env = 40
+    ours, ref = fill_pair(klass, n_envs, per_env * n_envs)
+    goal = klass in ("DictReplayBuffer", "HerReplayBuffer")
+    differ = 0
+    for added, args in enumerate(fill_stream(n_envs, pattern, 3 * per_env, goal), start=1):
+        ours.add(*args)
+        ref.add(*args)
+        stored = len(ours.core) // n_envs
+        assert ours.size() == min(stored, per_env)
+        assert ours.size() == (per_env if ours.full else ours.pos) and 0 <= ours.pos < per_env
+        if stored >= per_env or len(ours.core) == added * n_envs:
+            assert (ours.size(), ours.full, ours.pos) == (ref.size(), ref.full, ref.pos), added
+        else:
+            differ += 1
+            assert ours.size() == stored < ref.size() and not ours.full
+    assert added == 3 * per_env
+    if pattern == "long":
+        assert differ == 0 and ours.full
+    if pattern == "1-step":
+        assert differ > 0 and ours.size() == (per_env + ours.extra_rows) // 2
+    # every stored transition can be sampled, and nothing else
+    s = ours.sample(4000)
+    obs = s.observations["observation"] if goal else s.observations
+    assert len({row.tobytes() for row in obs.numpy()}) == len(ours.core) >= ours.size() * n_envs
+
+
+def test_size_with_one_step_episodes_counts_the_stored_transitions():
+    """The issue's example: buffer_size 40, one env, 40 one-step episodes. SB3 holds 40 and
+    reports 40 (full); the core holds 23 (47 rows, two per episode) and now reports 23."""
+    ours, ref = fill_pair("ReplayBuffer", 1, 40)
+    for args in fill_stream(1, "1-step", 40, goal=False):
+        ours.add(*args)
+        ref.add(*args)
+    assert (ref.size(), ref.full, ref.pos) == (40, True, 0)
+    assert (ours.size(), ours.full, ours.pos, len(ours.core)) == (23, False, 23, 23)
+    ours.reset()
+    assert (ours.size(), ours.full, ours.pos) == (0, False, 0)
+
+
+def test_unpickled_buffer_reports_the_same_size_full_pos():
+    ours, _ = fill_pair("ReplayBuffer", 2, 80)
+    for args in fill_stream(2, "mixed", 100, goal=False):
+        ours.add(*args)
+    clone = pickle.loads(pickle.dumps(ours))
+    assert (clone.size(), clone.full, clone.pos) == (ours.size(), ours.full, ours.pos)
+    # a pickle written before size/full/pos came from the core: SB3-style counters, now corrected
+    state = ours.__getstate__()
+    del state["_steps_added"]
+    state["pos"], state["full"] = 20, True
+    old = compat.ReplayBuffer.__new__(compat.ReplayBuffer)
+    old.__setstate__(state)
+    assert old.size() == min(len(old.core) // 2, 40) and old.size() == (40 if old.full else old.pos)
+    for args in fill_stream(2, "mixed", 30, goal=False, seed=1):
+        ours.add(*args)
+        clone.add(*args)
+        assert (clone.size(), clone.full, clone.pos) == (ours.size(), ours.full, ours.pos)
 
 
 def test_pickle_round_trip_continues_identically():

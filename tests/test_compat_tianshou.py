@@ -14,6 +14,7 @@ ts = pytest.importorskip("tianshou")
 torch = pytest.importorskip("torch")
 
 import gymnasium as gym  # noqa: E402
+import rlcore.errors  # noqa: E402
 import tianshou.data as tsd  # noqa: E402
 from rlcore.compat import tianshou as compat  # noqa: E402
 from tianshou.algorithm.algorithm_base import Algorithm  # noqa: E402
@@ -200,6 +201,154 @@ def test_unsupported_options_raise():
         buf.set_array_at_key(np.zeros(3), "adv")
 
 
+# -- add's arguments ------------------------------------------------------------------------------
+
+
+def step_batch(n: int, **changes) -> Batch:
+    """A batch of n steps that continues nothing (fresh observations ``[100, i, 0, 0]``)."""
+    obs = np.array([[100, i, 0, 0] for i in range(n)], F32)
+    fields = dict(
+        obs=obs,
+        act=np.zeros(n, np.int64),
+        rew=np.ones(n),
+        terminated=np.zeros(n, bool),
+        truncated=np.zeros(n, bool),
+        obs_next=obs + [0, 0, 1, 0],
+        info={},
+    )
+    fields.update(changes)
+    return Batch(**fields)
+
+
+def without(key: str) -> Batch:
+    b = step_batch(2)
+    b.pop(key)
+    return b
+
+
+def snapshot(buf) -> dict[str, np.ndarray]:
+    """Everything a refused add must leave as it was: the core's full state (storage, episode
+    index, per-env heads, RNG, priorities), the done column, the (HER-relabeled) rewards."""
+    out = {k: np.array(v, copy=True) for k, v in buf.core.state_dict()["arrays"].items()}
+    out["done"] = buf.done.copy()
+    try:
+        out["rew"] = np.array(buf.rew, copy=True)
+    except rlcore.errors.ApiUsageError:  # no columns before the first add
+        out["rew"] = np.zeros(0)
+    return out
+
+
+def assert_unchanged(buf, before: dict[str, np.ndarray]) -> None:
+    after = snapshot(buf)
+    assert after.keys() == before.keys()
+    for k in before:
+        np.testing.assert_array_equal(after[k], before[k], err_msg=f"{k} changed")
+
+
+# (ids, batch, the rlcore error, the builtin a Tianshou user catches); 3 envs
+BAD_ADDS = {
+    "duplicate ids": ([0, 0], step_batch(2), rlcore.errors.InvalidValueError, ValueError),
+    "duplicate ids among others": ([2, 1, 2], step_batch(3), rlcore.errors.InvalidValueError, ValueError),
+    "id past the end": ([3], step_batch(1), compat.BufferIdError, IndexError),
+    "negative id": ([-1], step_batch(1), compat.BufferIdError, IndexError),
+    "huge unsigned id": (np.array([2**63], np.uint64), step_batch(1), compat.BufferIdError, ValueError),
+    "float ids": ([0.0, 1.0], step_batch(2), rlcore.errors.DTypeError, TypeError),
+    "bool ids": ([True, False], step_batch(2), rlcore.errors.DTypeError, TypeError),
+    "2-D ids": ([[0, 1]], step_batch(2), rlcore.errors.ShapeError, ValueError),
+    "scalar ids": (0, step_batch(1), rlcore.errors.ShapeError, ValueError),
+    "more steps than ids": ([0], step_batch(2), rlcore.errors.ShapeError, ValueError),
+    "fewer steps than ids": ([0, 1, 2], step_batch(2), rlcore.errors.ShapeError, ValueError),
+    "obs of one row for two envs": (
+        [0, 2],
+        step_batch(2, obs=np.zeros((1, 4), F32)),
+        rlcore.errors.ShapeError,
+        ValueError,
+    ),
+    "act longer than the batch": (
+        [1],
+        step_batch(1, act=np.zeros(2, np.int64)),
+        rlcore.errors.ShapeError,
+        ValueError,
+    ),
+    "scalar rew": ([0], step_batch(1, rew=1.0), rlcore.errors.ShapeError, ValueError),
+    "float terminated": (
+        [0, 1],
+        step_batch(2, terminated=np.array([0.0, 1.0])),
+        rlcore.errors.DTypeError,
+        TypeError,
+    ),
+    "truncated of 2": (
+        [0, 1],
+        step_batch(2, truncated=np.array([0, 2])),
+        rlcore.errors.InvalidValueError,
+        ValueError,
+    ),
+    "no obs_next": ([0, 1], without("obs_next"), rlcore.errors.InvalidValueError, ValueError),
+    "no act": ([0, 1], without("act"), rlcore.errors.InvalidValueError, ValueError),
+    "obs of another dtype kind": (  # checked by the core against the columns of the first add
+        [0, 1],
+        step_batch(2, obs=np.array([["a"] * 4] * 2)),
+        rlcore.errors.DTypeError,
+        TypeError,
+    ),
+    "obs of another shape": (
+        [0, 1],
+        step_batch(2, obs=np.zeros((2, 5), F32)),
+        rlcore.errors.ShapeError,
+        ValueError,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ADDS))
+@pytest.mark.parametrize("klass", [compat.VectorReplayBuffer, compat.PrioritizedVectorReplayBuffer])
+def test_add_refuses_bad_arguments_with_typed_errors_and_leaves_the_buffer_unchanged(klass, case):
+    ids, batch, error, builtin = BAD_ADDS[case]
+    kw = dict(alpha=0.6, beta=0.4) if klass is compat.PrioritizedVectorReplayBuffer else {}
+    ours, theirs = klass(600, 3, **kw), tsd.VectorReplayBuffer(600, 3)
+    steps = list(stream(3, 80))
+    for b, i in steps[:40]:
+        ours.add(b, buffer_ids=i)
+        theirs.add(b, buffer_ids=i)
+    before = snapshot(ours)
+    with pytest.raises(error) as info:
+        ours.add(batch, buffer_ids=ids)
+    assert isinstance(info.value, rlcore.errors.RlcoreError) and isinstance(info.value, builtin)
+    assert_unchanged(ours, before)
+    # the stream goes on as if the refused add never happened, exactly as in Tianshou
+    for b, i in steps[40:]:
+        a, t = ours.add(b, buffer_ids=i), theirs.add(b, buffer_ids=i)
+        np.testing.assert_array_equal(a[2], t[2])
+        np.testing.assert_array_equal(ours[a[3]].obs, theirs[t[3]].obs)
+    np.testing.assert_array_equal(ours[:].obs, theirs[:].obs)
+
+
+def test_add_of_two_steps_for_one_env_is_refused_not_collapsed():
+    """The issue's example: ``buffer_ids=[0, 0]`` used to write one row twice (insertion_idx
+    [0, 0], len 1), losing a step. Tianshou itself would store them as two successive steps of
+    env 0; rlcore refuses (one step per env per add) so nothing is silently lost."""
+    buf = compat.VectorReplayBuffer(20, 2)
+    before = snapshot(buf)
+    with pytest.raises(rlcore.errors.InvalidValueError, match="distinct"):
+        buf.add(step_batch(2), buffer_ids=[0, 0])
+    assert len(buf) == 0
+    assert_unchanged(buf, before)
+    idx = buf.add(step_batch(2), buffer_ids=[1, 0])[0]  # distinct ids in any order are fine
+    assert len(buf) == 2 and len(set(idx.tolist())) == 2
+    np.testing.assert_array_equal(buf[idx].obs[:, 1], [0, 1])
+
+
+@pytest.mark.parametrize("ids", [[1], [0, 0], [-1], [0.0]])
+def test_single_buffer_refuses_ids_other_than_zero(ids):
+    buf = compat.ReplayBuffer(50)
+    buf.add(step_batch(1), buffer_ids=[0])
+    before = snapshot(buf)
+    with pytest.raises((ValueError, TypeError)) as info:
+        buf.add(step_batch(len(ids)), buffer_ids=ids)
+    assert isinstance(info.value, rlcore.errors.RlcoreError)
+    assert_unchanged(buf, before)
+
+
 def test_dqn_cartpole_with_collector_and_trainer():
     """Tianshou's DQN, Collector and OffPolicyTrainer, unchanged, on the rlcore buffer."""
     from tianshou.algorithm import DQN
@@ -326,6 +475,24 @@ def test_her_overlay_never_writes_storage_and_nstep_reads_it():
     np.testing.assert_allclose(ret.returns.numpy().reshape(-1), want, rtol=1e-5)
     clone = pickle.loads(pickle.dumps(buf))
     np.testing.assert_array_equal(clone.rew, buf.core.rew)  # the overlay is not pickled
+
+
+def test_refused_add_keeps_her_relabeling_of_the_last_sample():
+    """A refused add changes nothing, not even the relabeled rewards of the last sample (a
+    successful add drops them, as Tianshou's)."""
+    buf = compat.HERVectorReplayBuffer(400, 2, compute_reward_fn=asym_reward, horizon=10, future_k=4)
+    stream = list(goal_stream(2, 6, 10))
+    for batch in stream[:-1]:
+        buf.add(batch, buffer_ids=[0, 1])
+    buf.sample(64)
+    assert (buf.rew != buf.core.rew).any(), "the sample relabeled nothing"
+    before = snapshot(buf)
+    for ids in ([0, 0], [2], [0]):
+        with pytest.raises(rlcore.errors.RlcoreError):
+            buf.add(stream[-1], buffer_ids=ids)
+        assert_unchanged(buf, before)
+    buf.add(stream[-1], buffer_ids=[0, 1])
+    np.testing.assert_array_equal(buf.rew, buf.core.rew)
 
 
 def test_ddpg_her_fetchreach_short_run():

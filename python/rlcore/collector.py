@@ -79,7 +79,9 @@ class Collector:
             instead of the env reward (learned rewards); ``obs_next`` is the true next observation.
 
     The collector does not reset at construction; call :meth:`reset` (the trainer does this once,
-    explicitly, before the first collection).
+    explicitly, before the first collection). The observation it holds between steps (``obs``)
+    is its own copy, so envs that rewrite the array they returned (``copy=False``, shared
+    memory) store right transitions (CASES.md #15).
     """
 
     def __init__(
@@ -105,7 +107,8 @@ class Collector:
 
     def reset(self, *, seed: int | None = None) -> None:
         """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and the action-space sampler."""
-        self.obs, _ = self.envs.reset(seed=seed)
+        obs, _ = self.envs.reset(seed=seed)
+        self.obs = _copy(obs)  # our own: a vector env made with copy=False rewrites its array
         if seed is not None:
             self.envs.action_space.seed(seed)
         self._reset_row_N[:] = False
@@ -143,15 +146,12 @@ class Collector:
             done_N = (term_N | trunc_N) & transition_N
             done_idx = np.flatnonzero(done_N)
 
-            # The observation that follows each transition, and the one the next step starts from.
+            # The observation that follows each transition (read only during this step).
             next_obs = obs_next
             if self.autoreset_mode == AutoresetMode.SAME_STEP and done_idx.size:
                 next_obs = _copy(obs_next)
                 for i in done_idx:
                     _set_row(next_obs, int(i), info["final_obs"][i])
-            self.obs = obs_next
-            if self.autoreset_mode == AutoresetMode.DISABLED and done_idx.size:
-                self.obs, _ = self.envs.reset(options={"reset_mask": done_N})
 
             rew_N = np.asarray(rew_N)
             stored_rew_N = (
@@ -172,6 +172,12 @@ class Collector:
                     successes.append(float(success))
             self._ep_return_N[done_idx] = 0.0
             self._ep_length_N[done_idx] = 0
+            # The observation the next step starts from, as our own copy: a vector env made with
+            # copy=False (or shared memory) rewrites the array it returned at its next step or
+            # reset (CASES.md #15). DISABLED resets only after everything above read obs_next.
+            if self.autoreset_mode == AutoresetMode.DISABLED and done_idx.size:
+                obs_next, _ = self.envs.reset(options={"reset_mask": done_N})
+            self.obs = _copy(obs_next)
             n = int(transition_N.sum())
             written += n
             # NEXT_STEP: the next row of a done env is its reset and carries no transition.

@@ -148,8 +148,9 @@ class Rollout:
 class RolloutSampler:
     """Steps a gymnasium vector env with an :class:`ActorCriticPolicy` for ``T`` vector steps.
 
-    The sampler owns the env's current observations between calls, so consecutive rollouts continue
-    the same episodes. It does not reset at construction: call :meth:`reset` once (the trainer does).
+    The sampler owns the env's current observations between calls (its own copy, so envs that
+    rewrite the array they returned, ``copy=False`` or shared memory, give right rollouts:
+    CASES.md #15), so consecutive rollouts continue the same episodes. It does not reset at construction: call :meth:`reset` once (the trainer does).
 
     Args:
         envs: a gymnasium ``VectorEnv`` with N sub-envs and a ``Box`` observation space.
@@ -191,7 +192,8 @@ class RolloutSampler:
 
     def reset(self, *, seed: int | None = None) -> None:
         """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and forget partial episodes."""
-        self.obs, _ = self.envs.reset(seed=seed)
+        obs, _ = self.envs.reset(seed=seed)
+        self.obs = np.array(obs, copy=True)  # our own: a vector env made with copy=False rewrites its array
         self._reset_row_N[:] = False
         self._ep_return_N[:] = 0.0
         self._ep_length_N[:] = 0
@@ -260,9 +262,6 @@ class RolloutSampler:
                 cut = np.flatnonzero(np.asarray(trunc_N) & valid_N)
                 if cut.size:
                     final_value_TN[t, cut] = policy.value(np.asarray(true_next)[cut])
-            self.obs = obs_next
-            if self.autoreset_mode == AutoresetMode.DISABLED and done_idx.size:
-                self.obs, _ = self.envs.reset(options={"reset_mask": done_N})
 
             rew_N = np.asarray(rew_N, dtype=np.float32)
             learn_rew_N = rew_N
@@ -289,6 +288,12 @@ class RolloutSampler:
             self._ep_return_N[done_idx] = 0.0
             self._ep_length_N[done_idx] = 0
             self._reset_row_N = done_N if next_step else np.zeros_like(done_N)
+            # The observation the next step starts from, as our own copy: a vector env made with
+            # copy=False (or shared memory) rewrites the array it returned at its next step or
+            # reset (CASES.md #15). DISABLED resets only after everything above read obs_next.
+            if self.autoreset_mode == AutoresetMode.DISABLED and done_idx.size:
+                obs_next, _ = self.envs.reset(options={"reset_mask": done_N})
+            self.obs = np.array(obs_next, copy=True)
 
         last_value_N = np.asarray(policy.value(self.obs), dtype=np.float32)
         if next_step:

@@ -49,6 +49,17 @@ Differences from SB3's buffers (deliberate):
 - ``NStepReplayBuffer`` with ``VecNormalize(norm_reward=True)``: the n-step sum is normalized
   once (``normalize_reward(sum)``); SB3 normalizes (and clips) each reward of the window
   before summing. Equal unless the clip is reached.
+- ``size()``, ``full`` and ``pos`` report what ``sample`` can draw from, so
+  ``size() == (buffer_size if full else pos)`` (SB3's own reading) is true of the stored
+  data: ``size() = min(len(core) // n_envs, buffer_size)``, ``full = size() == buffer_size``,
+  ``pos`` = ``size()`` while not full, else SB3's cursor (vector steps added modulo
+  ``buffer_size``). They equal SB3's while nothing has been overwritten, and whenever the
+  core holds at least ``buffer_size`` transitions per env (episodes of >= 8 steps on
+  average). They differ after the ring wraps with short episodes: 1-step episodes take two
+  rows each, so the core holds ``(buffer_size + extra_rows) // 2`` of them per env, and
+  ``size()`` says so (``full`` stays False) where SB3 holds and reports ``buffer_size``.
+  ``full`` can therefore turn False again when episodes get shorter. For ``HerReplayBuffer``
+  every stored transition counts (SB3's counts rows too, but samples finished episodes only).
 - ``optimize_memory_usage=True`` is refused (every observation is stored once anyway), and
   ``copy_info_dict=True`` (HER) is refused: the core does not hand the relabeled rows to the
   reward callable, so stored infos cannot be matched to transitions.
@@ -146,6 +157,7 @@ class _CoreStorage:
         self.seed = _seed_from_numpy() if seed is None else int(seed)
         self._act_dtype = np.dtype(_sb3_buffers.ReplayBuffer._maybe_cast_dtype(action_space.dtype))
         self._obs_dict = isinstance(observation_space, spaces.Dict)
+        self._steps_added = 0  # vector steps added since the last reset (SB3's cursor, once full)
         self._core = self._make_core()
 
     def _make_core(self) -> _CoreBuffer:
@@ -210,16 +222,35 @@ class _CoreStorage:
             truncated,
             self._obs_in(next_obs),
         )
-        self.pos += 1
-        if self.pos == self.buffer_size:
-            self.full = True
-            self.pos = 0
+        self._steps_added += 1
+        self._report_fill()
+
+    def _report_fill(self) -> None:
+        """Set SB3's ``full`` and ``pos`` from what the core holds (see :meth:`size`)."""
+        stored = len(self._core) // self.n_envs
+        self.full = stored >= self.buffer_size
+        self.pos = self._steps_added % self.buffer_size if self.full else stored
+
+    def size(self) -> int:
+        """Transitions per env that :meth:`sample` draws from, at most ``buffer_size``:
+        ``min(len(core) // n_envs, buffer_size)``.
+
+        SB3's own reading holds: ``size() == (buffer_size if full else pos)``. While nothing
+        was overwritten this is SB3's count (every ``add`` stores one transition per env).
+        Once the ring wraps, the core holds what fits in its rows, which depends on episode
+        lengths: fewer than ``buffer_size`` when episodes are short (one row per episode
+        holds its final observation: 1-step episodes fit ``(buffer_size + extra_rows) // 2``),
+        and then ``full`` is False and ``pos`` equals the count; up to ``extra_rows - 1`` more
+        when episodes are long, which ``size()`` does not report (``len(buffer.core)`` is the
+        exact total over all envs).
+        """
+        return self.buffer_size if self.full else self.pos
 
     def reset(self) -> None:
         """Forget every stored step (memory and columns are kept)."""
         self._core.clear()
-        self.pos = 0
-        self.full = False
+        self._steps_added = 0
+        self._report_fill()
 
     # -- sampling -----------------------------------------------------------------------------
 
@@ -285,6 +316,9 @@ class _CoreStorage:
             self.env = None
         self._core = self._make_core()
         self._core.load_state_dict(core_state)
+        if "_steps_added" not in state:  # pickled before full/pos were derived from the core
+            self._steps_added = self.pos + (self.buffer_size if self.full else 0)
+        self._report_fill()
 
 
 class ReplayBuffer(_CoreStorage, _sb3_buffers.ReplayBuffer):

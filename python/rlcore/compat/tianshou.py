@@ -29,6 +29,11 @@ Differences from Tianshou's buffers (deliberate):
 - Only ``obs``, ``act``, ``rew``, ``terminated``, ``truncated`` (and ``obs_next``) are stored;
   ``info`` and ``policy`` come back as empty ``Batch()`` and extra keys are dropped, so
   algorithms that read stored ``info``/``policy`` entries are not supported; ``rew`` is float32.
+- ``add`` checks every argument before it writes and refuses with a typed error what
+  Tianshou would store silently or half-way: duplicate ``buffer_ids`` (Tianshou stores two
+  successive steps of that env; here one step per env per add), negative ids (Tianshou wraps
+  them around), non-integer ids, fields whose leading dimension is not the number of ids, and
+  flags that are not bool or 0/1 integers. A refused add leaves the buffer as it was.
 - ``stack_num > 1``, ``save_only_last_obs``, ``update(buffer)``, ``set_batch`` and
   ``set_array_at_key`` (episode hooks that add keys) raise ``NotImplementedError``.
 - Randomness: the core owns its generator (``random_seed``); HER's relabeling draws from a
@@ -60,9 +65,10 @@ except ImportError as _err:  # pragma: no cover - exercised only without the ext
 
 from rlcore.buffers import PrioritizedReplayBuffer as _CorePER
 from rlcore.buffers import ReplayBuffer as _CoreBuffer
-from rlcore.errors import EmptyBufferError
+from rlcore.errors import DTypeError, EmptyBufferError, InvalidValueError, ShapeError
 
 __all__ = [
+    "BufferIdError",
     "HERReplayBuffer",
     "HERVectorReplayBuffer",
     "PrioritizedReplayBuffer",
@@ -72,6 +78,24 @@ __all__ = [
 ]
 
 _F32_EPS = float(np.finfo(np.float32).eps)
+_STEP_KEYS = ("obs", "act", "rew", "terminated", "truncated", "obs_next")
+
+
+class BufferIdError(InvalidValueError, IndexError):
+    """``add(batch, buffer_ids)`` named an env id outside ``[0, buffer_num)``.
+
+    Both an ``IndexError`` (what Tianshou's vector buffers raise for an id past the end) and a
+    ``ValueError`` (what Tianshou's single ``ReplayBuffer`` raises for ids other than ``[0]``).
+    """
+
+
+def _leaves(fields: dict[str, Any], prefix: str = "") -> list[tuple[str, np.ndarray]]:
+    """``(name, array)`` for every array of ``fields``, dict observations key by key."""
+    out: list[tuple[str, np.ndarray]] = []
+    for k, v in fields.items():
+        name = f"{prefix}{k}"
+        out += _leaves(v, f"{name}.") if isinstance(v, dict) else [(name, v)]
+    return out
 
 
 def _arrays(x: Any) -> Any:
@@ -225,11 +249,15 @@ class _CoreStorage:
         """Add R steps, one per env in ``buffer_ids`` (default: every env; a non-vector buffer
         also takes a single unstacked step without ``buffer_ids``).
 
+        Every argument is checked before anything is written: a refused add leaves the buffer
+        exactly as it was.
+
         Args:
             batch: a Batch with ``obs``, ``act``, ``rew``, ``terminated``, ``truncated`` and
                 ``obs_next`` of leading dimension R (``obs``/``obs_next`` may be Batches of
-                arrays); other keys are ignored.
-            buffer_ids: R distinct env ids.
+                arrays); ``terminated``/``truncated`` bool (or 0/1 integers); other keys are
+                ignored.
+            buffer_ids: R distinct integer env ids in ``[0, buffer_num)``, any order.
 
         Returns:
             ``(insertion_idx, ep_return, ep_len, ep_start_idx)``, arrays [R]: the row written
@@ -237,15 +265,57 @@ class _CoreStorage:
             an episode (0 elsewhere), and the row where each step's episode starts.
 
         Raises:
-            ValueError: ``obs_next`` missing, or R different from the number of ids.
-            rlcore.errors.ShapeError, rlcore.errors.DTypeError: data that does not fit the
-                columns defined by the first add.
+            BufferIdError: an id outside ``[0, buffer_num)`` (an ``IndexError`` and a
+                ``ValueError``; Tianshou wraps negative ids around, this buffer refuses them).
+            rlcore.errors.InvalidValueError: duplicate ids (Tianshou would write two
+                successive steps of one env from one batch; refused here), a missing key, or
+                flags other than 0/1.
+            rlcore.errors.ShapeError: ``buffer_ids`` not 1-D, or a field whose leading
+                dimension is not R; data that does not fit the columns of the first add.
+            rlcore.errors.DTypeError: non-integer ``buffer_ids``, non-bool/integer flags, or
+                data whose dtype does not fit the columns.
         """
-        if "obs_next" not in batch.get_keys():
-            raise ValueError("rlcore.compat.tianshou buffers need obs_next in every added batch")
+        step = self._checked_step(batch, buffer_ids)
+        return self._write(*step)
+
+    def _buffer_ids(self, buffer_ids: Any) -> np.ndarray:
+        """``buffer_ids`` as int64 [R], checked: 1-D, integers, in range, distinct."""
+        ids = np.asarray(buffer_ids)
+        if ids.ndim != 1:
+            raise ShapeError(
+                f"add: buffer_ids must be a 1-D sequence of env ids, got shape {list(ids.shape)}"
+            )
+        if ids.size == 0:
+            return np.zeros(0, np.int64)
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise DTypeError(f"add: buffer_ids must be integers, got dtype {ids.dtype}")
         n = self.buffer_num
+        bad = ids[(ids < 0) | (ids >= n)]
+        if bad.size:
+            raise BufferIdError(
+                f"add: buffer_ids must lie in [0, {n}) (this buffer has {n} env segment(s)), got {bad.tolist()}"
+            )
+        ids = ids.astype(np.int64)
+        uniq, counts = np.unique(ids, return_counts=True)
+        if uniq.size != ids.size:
+            raise InvalidValueError(
+                f"add: buffer_ids must be distinct (one step per env per add), got {uniq[counts > 1].tolist()} "
+                "more than once; add an env's successive steps in successive calls"
+            )
+        return ids
+
+    def _checked_step(self, batch: Any, buffer_ids: Any) -> tuple[Any, ...]:
+        """The arguments of :meth:`add` as ``(ids, obs, act, rew, term, trunc, obs_next)``
+        arrays with leading dimension R, after every check that needs no stored column (the
+        core checks the rest before it writes)."""
+        missing = [k for k in _STEP_KEYS if k not in batch.get_keys()]
+        if missing:
+            raise InvalidValueError(
+                f"add: the batch has no {', '.join(missing)}; rlcore.compat.tianshou buffers need "
+                f"{', '.join(_STEP_KEYS)} in every added batch"
+            )
         stacked = self._vector or buffer_ids is not None
-        ids = np.arange(n) if buffer_ids is None else np.asarray(buffer_ids, dtype=np.int64).reshape(-1)
+        ids = np.arange(self.buffer_num) if buffer_ids is None else self._buffer_ids(buffer_ids)
 
         def rows(x: Any) -> Any:
             if isinstance(x, dict):
@@ -253,12 +323,40 @@ class _CoreStorage:
             x = np.asarray(x)
             return x if stacked else x[None]
 
-        obs, obs_next = rows(_arrays(batch.obs)), rows(_arrays(batch.obs_next))
-        act, rew = rows(batch.act), rows(batch.rew)
-        term = rows(batch.terminated).astype(bool, copy=False)
-        trunc = rows(batch.truncated).astype(bool, copy=False)
-        if len(ids) != len(term):
-            raise ValueError(f"batch has {len(term)} steps but buffer_ids names {len(ids)} envs")
+        fields = {
+            "obs": rows(_arrays(batch.obs)),
+            "act": rows(batch.act),
+            "rew": rows(batch.rew),
+            "terminated": rows(batch.terminated),
+            "truncated": rows(batch.truncated),
+            "obs_next": rows(_arrays(batch.obs_next)),
+        }
+        for name, x in _leaves(fields):
+            if x.ndim == 0 or x.shape[0] != len(ids):
+                got = "a scalar" if x.ndim == 0 else f"leading dimension {x.shape[0]}"
+                raise ShapeError(
+                    f"add: {name} has {got}, but the add is for {len(ids)} env(s) "
+                    f"(buffer_ids {ids.tolist()}); every field needs one row per env"
+                )
+        for name in ("terminated", "truncated"):
+            flag = fields[name]
+            if flag.dtype != np.bool_:
+                if not np.issubdtype(flag.dtype, np.integer):
+                    raise DTypeError(f"add: {name} must be bool (or 0/1 integers), got dtype {flag.dtype}")
+                if ((flag != 0) & (flag != 1)).any():
+                    raise InvalidValueError(
+                        f"add: {name} must hold 0 or 1 only, got {np.unique(flag).tolist()}"
+                    )
+                fields[name] = flag.astype(bool)
+        return ids, *fields.values()
+
+    def _write(
+        self, ids: np.ndarray, obs: Any, act: Any, rew: Any, term: Any, trunc: Any, obs_next: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Write checked steps (see :meth:`_checked_step`) into the core; :meth:`add`'s return."""
+        n = self.buffer_num
+        if len(ids) == 0:
+            return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, dtype=int), np.zeros(0, np.int64)
         mask = None
         if len(ids) != n or (ids != np.arange(n)).any():
 
@@ -727,8 +825,8 @@ class _HERMixin:
     def add(
         self, batch: Any, buffer_ids: Any = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        self._restore_cache()
         out = super().add(batch, buffer_ids)  # type: ignore[misc]
+        self._restore_cache()  # only after a successful add: a refused one changes nothing
         self._rew[out[0]] = self._core.rew[out[0]]
         return out
 
