@@ -73,7 +73,7 @@ def test_train_writes_run_dir_and_plot_draws_curves(
     assert rows and all(k.split("/")[0] in {"rollout", "train", "eval", "time"} for r in rows for k in r)
     assert any("eval/return_mean" in r for r in rows) and any("train/critic_loss" in r for r in rows)
     assert any(p.name.startswith("events.out.tfevents") for p in (out / "tb").iterdir())
-    assert (out / "checkpoint" / "trainer.pt").is_file()
+    assert (out / "checkpoint" / "checkpoint.json").is_file()
     assert main(["plot", str(out)]) == 0
     for name in ("rollout", "train", "eval"):
         assert (out / f"{name}.png").stat().st_size > 1000
