@@ -65,6 +65,7 @@ __all__ = [
     "numpy_rng_to_plain",
     "python_rng_from_plain",
     "python_rng_to_plain",
+    "read_info",
     "restore_rng",
     "resume_seed",
     "save",
@@ -314,6 +315,24 @@ def is_checkpoint(path: str | os.PathLike[str]) -> bool:
     refuses): something to load rather than a place to write a new one."""
     root = Path(path)
     return (root / MANIFEST).is_file() or any((root / f).exists() for f in _OLD_FILES)
+
+
+def read_info(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``info`` a trainer stored in ``checkpoint.json`` (its config, buffer capacity, ...),
+    read as JSON only.
+
+    Raises:
+        FileNotFoundError: ``path`` holds no checkpoint.
+        CheckpointError: an old-format checkpoint or a damaged manifest (as :func:`load`).
+    """
+    root = Path(path)
+    manifest = _read_manifest(root)
+    if manifest is None:
+        if any((root / f).exists() for f in _OLD_FILES):
+            raise CheckpointError(f"{root} is a checkpoint of rlcore's old format; {_convert_advice(root)}")
+        raise FileNotFoundError(f"no checkpoint in {root} (expected {MANIFEST})")
+    info = manifest.get("info")
+    return dict(info) if isinstance(info, dict) else {}
 
 
 def _plain_name(name: Any) -> bool:

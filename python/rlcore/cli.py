@@ -321,7 +321,23 @@ def load_resume(trainer: Any, args: argparse.Namespace) -> None:
             f"--resume {args.resume}: the checkpoint does not fit the trainer these flags build ({e!r})"
         ) from e
     if trainer.done:
-        raise UsageError(f"--resume {args.resume}: the run already reached its --steps; pass a larger --steps")
+        raise UsageError(
+            f"--resume {args.resume}: the run already reached its --steps; pass a larger --steps"
+        )
+
+
+def _resumed_capacity(path: Path, default: int) -> int:
+    """The replay capacity of the run saved at ``path`` (a larger ``--steps`` on resume must not
+    resize the buffer the checkpoint restores into); ``default`` when the checkpoint does not say
+    (its errors are reported by :func:`load_resume`)."""
+    from rlcore import checkpoint
+    from rlcore.errors import RlcoreError
+
+    try:
+        capacity = checkpoint.read_info(path).get("buffer_capacity")
+    except (FileNotFoundError, RlcoreError):
+        return default
+    return int(capacity) if isinstance(capacity, int) else default
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -402,6 +418,8 @@ def _train(args: argparse.Namespace) -> int:
     algorithm = algo_cls.from_spaces(obs_space, act_space, algo_config, device=device)
 
     capacity = min(preset.capacity, max(steps + 1000 * num_envs, 1000))
+    if args.resume is not None and not args.distributed:
+        capacity = _resumed_capacity(args.resume, capacity)
     buffer: Any
     if args.her:
         reward_env = gym.make(args.env).unwrapped

@@ -1403,6 +1403,7 @@ class DistributedTrainer:
         self._grad_credit = 0.0
         self._evaluations = 0
         self._inflight: dict[Any, tuple[int, int]] = {}
+        self._started = False
         self._beta_start = buffer.beta
         self._sampler = (
             buffer.prefetch(
@@ -1471,7 +1472,8 @@ class DistributedTrainer:
         if self.done and not self._inflight and not self._retry_at:
             raise StopIteration
         start = time.perf_counter()
-        if self.iteration == 0:
+        if not self._started:  # the first next(), also of a resumed trainer
+            self._started = True
             for k in range(len(self.collectors)):
                 self._submit(k)
         now = time.monotonic()
@@ -1591,7 +1593,9 @@ class DistributedTrainer:
         """Write a checkpoint into the directory ``path`` (:mod:`rlcore.checkpoint`): algorithm and
         RNG states in ``trainer.pt``, counters in ``counters.json``, every shard with
         :meth:`ShardedReplayBuffer.save` (the collectors' envs live in their actors and are not
-        saved). Returns ``path``.
+        saved). Collect calls still in flight keep writing while the shards save, so the saved
+        shards can hold rows that ``env_steps`` does not count yet (as after a collector restart);
+        :meth:`close` first for shards exactly as of the last ``next()``. Returns ``path``.
 
         Raises:
             CheckpointError: the algorithm's state holds something a checkpoint cannot store.
@@ -1613,7 +1617,11 @@ class DistributedTrainer:
                 "buffer_beta": self.buffer.beta,
             },
             buffer=self.buffer,
-            info={"config": dataclasses.asdict(self.config), "dist": dataclasses.asdict(self.dist)},
+            info={
+                "config": dataclasses.asdict(self.config),
+                "dist": dataclasses.asdict(self.dist),
+                "shard_capacity": self.buffer.shard_capacity,
+            },
         )
 
     def load_checkpoint(self, path: str | Path, *, trust_env_state: bool = False) -> None:
@@ -1634,7 +1642,7 @@ class DistributedTrainer:
         """
         from rlcore import checkpoint
 
-        if self.iteration or self._inflight:
+        if self._started:
             raise ApiUsageError("load_checkpoint needs a freshly built DistributedTrainer (before next())")
         ckpt = checkpoint.load(path, trainer=_CHECKPOINT_KIND, trust_env_state=trust_env_state)
         algorithm, rng = ckpt.part("algorithm"), ckpt.part("rng")
@@ -1726,11 +1734,17 @@ def _her_shard_buffer(
 
 
 def shard_factory_like(
-    buffer: Any, *, num_shards: int, num_envs: int, env_id: str | None = None
+    buffer: Any,
+    *,
+    num_shards: int,
+    num_envs: int,
+    env_id: str | None = None,
+    shard_capacity: int | None = None,
 ) -> BufferFactory:
     """A picklable ``make_buffer`` for shards of the same kind and parameters as the local
     ``buffer``, together holding its capacity plus 1,000 rows per env stream (terminal rows and
-    uneven episode routing), split over ``num_shards``.
+    uneven episode routing), split over ``num_shards`` (or ``shard_capacity`` rows each: the shards
+    of a run being resumed).
 
     Raises:
         ApiUsageError: a HER buffer with a Python ``compute_reward`` and no ``env_id`` to rebuild
@@ -1740,7 +1754,7 @@ def shard_factory_like(
 
     cfg = buffer._config()
     capacity = -(-(cfg["capacity"] + 1_000 * num_envs) // num_shards)
-    capacity = -(-capacity // num_envs) * num_envs
+    capacity = -(-capacity // num_envs) * num_envs if shard_capacity is None else int(shard_capacity)
     if cfg["kind"] == "her":
         if cfg["distance_threshold"] is None and env_id is None:
             raise ApiUsageError(
@@ -1752,6 +1766,20 @@ def shard_factory_like(
             rlcore.PrioritizedReplayBuffer, capacity, alpha=cfg["alpha"], beta=cfg["beta"], eps=cfg["eps"]
         )
     return functools.partial(rlcore.ReplayBuffer, capacity)
+
+
+def _resumed_shard_capacity(args: Any) -> int | None:
+    """The shard capacity of the run ``--resume`` points to (``None``: not resuming, or unknown)."""
+    from rlcore import checkpoint
+    from rlcore.errors import RlcoreError
+
+    if getattr(args, "resume", None) is None:
+        return None
+    try:
+        capacity = checkpoint.read_info(args.resume).get("shard_capacity")
+    except (FileNotFoundError, RlcoreError):
+        return None  # load_resume reports it
+    return capacity if isinstance(capacity, int) else None
 
 
 def trainer_from_cli(
@@ -1783,7 +1811,13 @@ def trainer_from_cli(
         raise UsageError(str(e)) from e
     streams = k * envs_per_collector
     sharded = ShardedReplayBuffer(
-        shard_factory_like(buffer, num_shards=s, num_envs=streams, env_id=args.env),
+        shard_factory_like(
+            buffer,
+            num_shards=s,
+            num_envs=streams,
+            env_id=args.env,
+            shard_capacity=_resumed_shard_capacity(args),
+        ),
         num_shards=s,
         num_envs=streams,
         seed=args.seed,

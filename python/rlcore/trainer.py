@@ -301,7 +301,10 @@ class OffPolicyTrainer:
             },
             buffer=self.buffer,
             env_state=env_state,
-            info={"config": dataclasses.asdict(self.config)},
+            info={
+                "config": dataclasses.asdict(self.config),
+                "buffer_capacity": getattr(self.buffer, "capacity", None),
+            },
         )
 
     def load_checkpoint(self, path: str | Path, *, trust_env_state: bool = False) -> None:
