@@ -204,6 +204,7 @@ def test_resume_without_trusted_env_state_restarts_episodes_from_a_derived_seed(
         if s.iteration == 4:  # 80 env steps: 40 into every env's first 200-step episode
             break
     stopped.save_checkpoint(tmp_path / "ckpt")
+    last_rows = stopped.buffer.last_index().copy()
 
     def resume() -> OffPolicyTrainer:
         trainer = sac_trainer(max_env_steps=600, eval_every=None)
@@ -226,6 +227,9 @@ def test_resume_without_trusted_env_state_restarts_episodes_from_a_derived_seed(
     ended = [s.env_steps for s in history if s.rollout.episodes]
     assert ended[0] == 80 + 400
     assert [s.rollout.length_mean for s in history if s.rollout.episodes][0] == 200
+    # the buffer cut the unfinished episodes at the checkpoint: 40 steps each, nothing crosses the reset
+    _, _, lengths = a.buffer.episode_bounds(last_rows)
+    assert lengths.tolist() == [40, 40]
 
 
 def test_prioritized_buffer_gets_priorities_and_annealed_beta() -> None:

@@ -28,7 +28,7 @@ Example::
     import functools, rlcore
     from rlcore.distributed import ShardedReplayBuffer, init_ray
 
-    init_ray()  # local Ray bound to 127.0.0.1
+    init_ray()  # local Ray listening on 127.0.0.1 only
     buf = ShardedReplayBuffer(
         functools.partial(rlcore.PrioritizedReplayBuffer, 100_000, alpha=0.6),
         num_shards=2, num_envs=8,
