@@ -576,3 +576,33 @@ def test_convert_runs_as_a_module(tmp_path: Path) -> None:
     fresh = offline()
     fresh.load_checkpoint(tmp_path / "new")
     assert fresh.grad_steps == 10
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_trainer_resumes_exactly_and_its_checkpoint_loads_on_cpu(tmp_path: Path) -> None:
+    """CUDA tensors and optimizer states are read with map_location='cpu' and moved back by
+    load_state_dict; the CUDA RNG state is part of the checkpoint."""
+
+    def make(device: str) -> OffPolicyTrainer:
+        torch.manual_seed(0)
+        envs = pendulum()
+        sac = SAC.from_spaces(
+            envs.single_observation_space, envs.single_action_space, SACConfig(hidden=(16,)), device=device
+        )
+        cfg = OffPolicyTrainerConfig(
+            max_env_steps=160, collect_env_steps=20, batch_size=16, warmup_env_steps=20
+        )
+        return OffPolicyTrainer(sac, rlcore.ReplayBuffer(1000, num_envs=2, seed=0), envs, config=cfg)
+
+    want = [comparable(s) for s in make("cuda")]
+    stopped = make("cuda")
+    for _ in range(3):
+        next(stopped)
+    stopped.save_checkpoint(tmp_path / "ckpt")
+    assert checkpoint.load(tmp_path / "ckpt").part("rng")["cuda"]
+    resumed = make("cuda")
+    resumed.load_checkpoint(tmp_path / "ckpt", trust_env_state=True)
+    assert [comparable(s) for s in resumed] == want[3:]
+    on_cpu = make("cpu")
+    on_cpu.load_checkpoint(tmp_path / "ckpt", trust_env_state=True)
+    assert next(on_cpu).iteration == 4
