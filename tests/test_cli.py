@@ -73,7 +73,7 @@ def test_train_writes_run_dir_and_plot_draws_curves(
     assert rows and all(k.split("/")[0] in {"rollout", "train", "eval", "time"} for r in rows for k in r)
     assert any("eval/return_mean" in r for r in rows) and any("train/critic_loss" in r for r in rows)
     assert any(p.name.startswith("events.out.tfevents") for p in (out / "tb").iterdir())
-    assert (out / "checkpoint" / "trainer.pt").is_file()
+    assert (out / "checkpoint" / "checkpoint.json").is_file()
     assert main(["plot", str(out)]) == 0
     for name in ("rollout", "train", "eval"):
         assert (out / f"{name}.png").stat().st_size > 1000
@@ -150,3 +150,50 @@ def test_fetchreach_ddpg_her_learns_in_2000_steps(
     )
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("final success rate:")][0]
     assert float(line.split()[3]) >= 0.8, line
+
+
+def test_resume_continues_a_run_and_trusting_the_env_snapshot_is_opt_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["train", "--algo", "sac", "--env", "Pendulum-v1", "--no-progress", "--device", "cpu"]
+    first = tmp_path / "first"
+    assert main([*base, "--steps", "1100", "--out", str(first)]) == 0
+    ckpt = str(first / "checkpoint")
+    capsys.readouterr()
+    assert main([*base, "--steps", "1300", "--trust-env-state"]) == 2
+    assert "--trust-env-state needs --resume" in capsys.readouterr().err
+    assert (
+        main([*base, "--steps", "1100", "--resume", ckpt, "--trust-env-state", "--out", str(tmp_path / "x")])
+        == 2
+    )
+    assert "already reached its --steps" in capsys.readouterr().err
+    out = tmp_path / "exact"
+    assert main([*base, "--steps", "1300", "--resume", ckpt, "--trust-env-state", "--out", str(out)]) == 0
+    assert "env_steps=1300" in capsys.readouterr().out
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rows and min(r["time/env_steps"] for r in rows) > 1100
+    with pytest.warns(RuntimeWarning, match="every env starts a fresh episode"):
+        assert main([*base, "--steps", "1300", "--resume", ckpt, "--out", str(tmp_path / "fresh")]) == 0
+    assert "env_steps=1300" in capsys.readouterr().out
+
+
+def test_resume_refuses_old_and_crafted_checkpoints_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    class Plant:
+        def __reduce__(self) -> tuple:
+            return (os.mkdir, (str(tmp_path / "marker"),))
+
+    old = tmp_path / "old"
+    old.mkdir()
+    torch.save({"algorithm": Plant()}, old / "trainer.pt")
+    (old / "buffer.pkl").write_bytes(__import__("pickle").dumps(Plant()))
+    for algo, env in (("sac", "Pendulum-v1"), ("ppo", "CartPole-v1")):
+        argv = ["train", "--algo", algo, "--env", env, "--steps", "500", "--resume", str(old)]
+        assert main([*argv, "--out", str(tmp_path / algo), "--no-progress", "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("rlcore: error: --resume ") and err.count("\n") == 1
+        assert f"python -m rlcore.checkpoint convert {old} NEW_DIR" in err
+    assert not (tmp_path / "marker").exists()

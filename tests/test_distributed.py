@@ -8,6 +8,7 @@ One Ray session serves the whole module (starting Ray costs seconds); the last t
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -321,6 +322,9 @@ class _RandomAlgo:
     def state_dict(self):
         return {}
 
+    def load_state_dict(self, state):
+        assert state == {}
+
 
 def _make_envs(n):
     import gymnasium as gym
@@ -370,6 +374,197 @@ def test_killed_collector_restarts_and_keeps_rows(ray_session):
     assert buf.beta == 1.0
     trainer.close()
     buf.close()
+
+
+# -- binding and checkpoints ----------------------------------------------------------------------
+
+_LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
+
+
+def _listening_hosts(pids: set[int]) -> list[str]:
+    """Hex host of every TCP socket in LISTEN state that one of ``pids`` holds (from /proc)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    hosts = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.read().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:
+                    hosts.append(fields[1].split(":")[0])
+    return hosts
+
+
+def test_local_ray_listens_on_loopback_only(ray_session):
+    """init_ray() without an address: Ray's node, GCS and every listening socket of its processes
+    are on 127.0.0.1 (Ray turns a requested 127.0.0.1 into the routable address unless told not to;
+    this fixture imported Ray before init_ray, the harder case)."""
+    assert ray.get_runtime_context().gcs_address.rsplit(":", 1)[0] == "127.0.0.1"
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
+    hosts = _listening_hosts(_descendants(os.getpid()) | {os.getpid()})
+    assert hosts and set(hosts) <= _LOOPBACK, hosts
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in os.environ  # restored after the start
+
+
+def test_init_ray_with_an_address_joins_it_unchanged(monkeypatch):
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    init_ray("auto")
+    init_ray("10.0.0.5:6379", log_to_driver=False)
+    assert calls == [{"address": "auto"}, {"address": "10.0.0.5:6379", "log_to_driver": False}]
+
+
+def _dist_trainer(buf, **cfg):
+    from rlcore.trainer import OffPolicyTrainerConfig
+
+    return DistributedTrainer(
+        _RandomAlgo(),
+        buf,
+        functools.partial(_make_envs, 1),
+        _RandomAlgo,
+        config=OffPolicyTrainerConfig(batch_size=64, utd_ratio=0.1, warmup_env_steps=100, seed=0, **cfg),
+        dist=DistributedConfig(num_collectors=2, collect_env_steps=100, weight_sync_every=10, chunk_rows=50),
+    )
+
+
+def _stop(trainer) -> None:
+    """Close the trainer and wait until its collector actors are gone (a killed actor can still
+    finish a write for a moment), so the shards no longer change."""
+    collectors = list(trainer.collectors)
+    trainer.close()
+    for c in collectors:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(c.pid.remote(), timeout=30)
+
+
+def _per_buffer():
+    return ShardedReplayBuffer(
+        functools.partial(rlcore.PrioritizedReplayBuffer, 2_000), num_shards=2, num_envs=2, seed=0
+    )
+
+
+def _same_shards(a, b) -> None:
+    sa, sb = a.state_dict()["shards"], b.state_dict()["shards"]
+    for x, y in zip(sa, sb, strict=True):
+        assert x["config"] == y["config"] and x["arrays"].keys() == y["arrays"].keys()
+        for k in x["arrays"]:
+            np.testing.assert_array_equal(x["arrays"][k], y["arrays"][k])
+
+
+def test_distributed_checkpoint_is_plain_files_and_restores_every_shard(ray_session, tmp_path):
+    from rlcore.checkpoint import CONVERT_HINT  # noqa: F401 - the module is importable beside Ray
+    from rlcore.errors import CheckpointError
+
+    buf = _per_buffer()
+    trainer = _dist_trainer(buf, max_env_steps=1_000, per_beta_end=1.0)
+    for _ in range(3):
+        next(trainer)
+    _stop(trainer)  # no collect call in flight: the shards stay as saved
+    path = trainer.save_checkpoint(tmp_path / "ckpt")
+    names = {p.name for p in path.rglob("*") if p.is_file()}
+    assert "sharded.json" in names and not [n for n in names if n.endswith((".pkl", ".pickle"))]
+    stored, beta = len(buf), buf.beta
+
+    fresh_buf = _per_buffer()
+    fresh = _dist_trainer(fresh_buf, max_env_steps=1_000, per_beta_end=1.0)
+    fresh.load_checkpoint(path)
+    assert (fresh.iteration, fresh.env_steps, fresh.grad_steps) == (3, trainer.env_steps, trainer.grad_steps)
+    assert len(fresh_buf) == stored and fresh_buf.beta == beta
+    _same_shards(buf, fresh_buf)
+    s = next(fresh)
+    assert s.iteration == 4 and s.env_steps > trainer.env_steps
+    with pytest.raises(rlcore.errors.ApiUsageError, match="freshly built"):
+        fresh.load_checkpoint(path)
+    fresh.close()
+
+    # a crafted trainer.pt and an old-format directory: refused, nothing runs
+    marker = tmp_path / "marker"
+
+    class Plant:
+        def __reduce__(self):
+            return (os.mkdir, (str(marker),))
+
+    gen = path / json.loads((path / "checkpoint.json").read_text())["data_dir"]
+    good = (gen / "trainer.pt").read_bytes()
+    import torch
+
+    torch.save(
+        {"format": "rlcore-checkpoint", "version": 2, "trainer": "distributed", "algorithm": Plant()},
+        gen / "trainer.pt",
+    )
+    other = _dist_trainer(_per_buffer(), max_env_steps=1_000)
+    with pytest.raises(CheckpointError, match="weights_only=True"):
+        other.load_checkpoint(path)
+    (gen / "trainer.pt").write_bytes(good)
+    old = tmp_path / "old"
+    old.mkdir()
+    torch.save({"dist": {}, "algorithm": Plant()}, old / "trainer.pt")
+    (old / "buffer.pkl").write_bytes(__import__("pickle").dumps(Plant()))
+    with pytest.raises(CheckpointError, match="python -m rlcore.checkpoint convert"):
+        other.load_checkpoint(old)
+    assert not marker.exists()
+
+    # a sharded save whose manifest or files try to leave it
+    shards = gen / "buffer"
+    manifest = json.loads((shards / "sharded.json").read_text())
+    (shards / "sharded.json").write_text(json.dumps({**manifest, "data_dir": ".."}))
+    with pytest.raises(rlcore.errors.SaveFileError, match="plain name"):
+        other.buffer.restore(shards)
+    (shards / "sharded.json").write_text(json.dumps(manifest))
+    victim = shards / manifest["data_dir"] / manifest["shards"][0]
+    os.symlink("/etc/passwd", victim / "passwd")
+    with pytest.raises(rlcore.errors.SaveFileError, match="link"):
+        other.buffer.restore(shards)
+    other.close()
+
+
+def test_convert_reads_an_old_distributed_checkpoint(ray_session, tmp_path):
+    import pickle
+
+    import torch
+    from rlcore import checkpoint
+
+    buf = _per_buffer()
+    trainer = _dist_trainer(buf, max_env_steps=1_000)
+    for _ in range(2):
+        next(trainer)
+    _stop(trainer)
+    old = tmp_path / "old"
+    old.mkdir()
+    # what DistributedTrainer.save_checkpoint wrote before format 2
+    torch.save(
+        {
+            "config": {},
+            "dist": {},
+            "algorithm": trainer.algorithm.state_dict(),
+            "iteration": trainer.iteration,
+            "grad_steps": trainer.grad_steps,
+            "env_steps": trainer.env_steps,
+            "grad_credit": trainer._grad_credit,
+        },
+        old / "trainer.pt",
+    )
+    with open(old / "buffer.pkl", "wb") as f:
+        pickle.dump(buf.state_dict(), f)
+    checkpoint.convert(old, tmp_path / "new")
+    fresh_buf = _per_buffer()
+    fresh = _dist_trainer(fresh_buf, max_env_steps=1_000)
+    fresh.load_checkpoint(tmp_path / "new")
+    assert fresh.env_steps == trainer.env_steps and len(fresh_buf) == len(buf)
+    _same_shards(buf, fresh_buf)
+    fresh.close()
 
 
 def test_shutdown_leaves_no_process(ray_session):

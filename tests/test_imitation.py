@@ -86,9 +86,9 @@ def test_collect_expert_trains_then_loads_and_writes_a_loadable_dataset(
     buf = rlcore.ReplayBuffer.load(data)
     assert len(buf) > 0 and buf.sample(8).obs.shape == (8, 4)
     # A second call loads the checkpoint instead of training again.
-    mtime = (run / "checkpoint" / "trainer.pt").stat().st_mtime
+    mtime = (run / "checkpoint" / "checkpoint.json").stat().st_mtime
     assert main([*argv, "--checkpoint", str(run), "--out", str(tmp_path / "data2")]) == 0
-    assert (run / "checkpoint" / "trainer.pt").stat().st_mtime == mtime
+    assert (run / "checkpoint" / "checkpoint.json").stat().st_mtime == mtime
     # The recorded actions are the loaded policy's deterministic actions.
     env = gym.make("CartPole-v1")
     policy = load_expert_policy(run, env.observation_space, env.action_space)
@@ -247,7 +247,7 @@ def test_gail_trainer_smoke(env_id: str, cartpole_data: Any, tmp_path: Path) -> 
     assert {"train/disc_loss", "train/learned_reward", "train/policy_loss", "eval/return_mean"} <= set(flat)
     trainer.save_checkpoint(tmp_path / "ckpt")
     fresh = GAILTrainer(_gail(buf, envs), envs, config=cfg, eval_envs=eval_envs)
-    fresh.load_checkpoint(tmp_path / "ckpt")
+    fresh.load_checkpoint(tmp_path / "ckpt", trust_env_state=True)
     assert fresh.env_steps == trainer.env_steps
 
 
@@ -268,7 +268,7 @@ def test_cli_trains_bc_and_gail_from_a_dataset(
     argv = ["train", "--algo", algo, "--env", "CartPole-v1", "--expert", str(tmp_path / "data")]
     assert main([*argv, "--steps", steps, "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     assert f"done: CartPole-v1 {algo}" in capsys.readouterr().out
-    for name in ("config.json", "metrics.jsonl", "checkpoint/trainer.pt"):
+    for name in ("config.json", "metrics.jsonl", "checkpoint/checkpoint.json"):
         assert (tmp_path / "run" / name).is_file()
 
 

@@ -23,6 +23,7 @@ from rlcore.algos.actor_critic import (
     ppo_policy_loss,
     value_loss,
 )
+from rlcore.checkpoint import resume_seed
 from rlcore.onpolicy_trainer import OnPolicyTrainer, OnPolicyTrainerConfig
 from rlcore.rollout import Rollout, RolloutSampler
 from rlcore.stats import EpochStats, EvalStats, flatten_stats
@@ -463,7 +464,7 @@ def test_checkpoint_resume_yields_the_same_stats(tmp_path: Any) -> None:
     want = [next(trainer) for _ in range(2)]
 
     fresh = make_trainer(seed=5, eval_every=None)
-    fresh.load_checkpoint(tmp_path / "ckpt")
+    fresh.load_checkpoint(tmp_path / "ckpt", trust_env_state=True)
     got = [next(fresh) for _ in range(2)]
     for w, g in zip(want, got, strict=True):
         assert g.env_steps == w.env_steps and g.iteration == w.iteration
@@ -471,6 +472,34 @@ def test_checkpoint_resume_yields_the_same_stats(tmp_path: Any) -> None:
         np.testing.assert_equal(vars(g.rollout), vars(w.rollout))  # NaN-aware
     with pytest.raises(FileNotFoundError):
         fresh.load_checkpoint(tmp_path / "missing")
+
+
+def test_resume_without_trusted_env_state_restarts_episodes_from_a_derived_seed(tmp_path: Any) -> None:
+    """Without trust_env_state the envs are reset with resume_seed(seed, iteration): counters and
+    the algorithm continue, every env starts a fresh episode, so the next rollout differs."""
+    trainer = make_trainer(eval_every=None)
+    next(trainer)
+    next(trainer)
+    trainer.save_checkpoint(tmp_path / "ckpt")
+    saved_env_steps, saved_grad_steps = trainer.env_steps, trainer.grad_steps
+    want = next(trainer)
+
+    def resume() -> OnPolicyTrainer:
+        fresh = make_trainer(eval_every=None)
+        with pytest.warns(RuntimeWarning, match="fresh episode"):
+            fresh.load_checkpoint(tmp_path / "ckpt")
+        return fresh
+
+    fresh = resume()
+    obs, _ = make_envs("CartPole-v1").reset(seed=resume_seed(0, 2))
+    np.testing.assert_array_equal(fresh.sampler.obs, obs)
+    assert (fresh.iteration, fresh.env_steps, fresh.grad_steps) == (2, saved_env_steps, saved_grad_steps)
+    got = next(fresh)
+    assert got.iteration == want.iteration == 3
+    assert got.train != want.train  # other observations: the documented difference
+    if got.rollout.episodes:  # every episode that ended in this 32-step rollout started in it
+        assert got.rollout.length_mean <= 32
+    assert next(resume()).train == got.train  # the reset seed is deterministic
 
 
 # --------------------------------------------------------------------------- CLI
@@ -494,7 +523,7 @@ def test_cli_trains_on_policy_algorithms(tmp_path: Any) -> None:
             "--no-progress",
         ]
         assert main([*args, "--device", "cpu"]) == 0
-        assert (out / "metrics.jsonl").is_file() and (out / "checkpoint" / "trainer.pt").is_file()
+        assert (out / "metrics.jsonl").is_file() and (out / "checkpoint" / "checkpoint.json").is_file()
     assert main(["train", "--algo", "vpg", "--env", "CartPole-v1", "--her"]) == 2
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import gymnasium as gym
@@ -10,6 +11,7 @@ import pytest
 import torch
 from rlcore.algos import DDPG, DQN, SAC, TD3, DDPGConfig, DQNConfig, SACConfig, SACStats, TD3Config
 from rlcore.batch import TransitionBatch
+from rlcore.checkpoint import resume_seed
 from rlcore.stats import EpochStats, EvalStats, flatten_stats
 from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
 
@@ -177,13 +179,57 @@ def test_checkpoint_resume_gives_the_same_next_stats(tmp_path) -> None:
         if s.iteration == 4:
             break
     stopped.save_checkpoint(tmp_path / "ckpt")
+    manifest = json.loads((tmp_path / "ckpt" / "checkpoint.json").read_text())
+    gen = tmp_path / "ckpt" / manifest["data_dir"]
+    assert sorted(p.name for p in gen.iterdir()) == ["buffer", "counters.json", "env_state.pkl", "trainer.pt"]
+    assert not list((tmp_path / "ckpt").rglob("buffer.pkl"))
     torch.manual_seed(123)  # disturb the global RNG: resume must restore it
     resumed = sac_trainer(max_env_steps=160, seed=0)
-    resumed.load_checkpoint(tmp_path / "ckpt")
+    resumed.load_checkpoint(tmp_path / "ckpt", trust_env_state=True)
     got = [comparable(s) for s in resumed]
     assert got == want[4:]
     with pytest.raises(FileNotFoundError):
         resumed.load_checkpoint(tmp_path / "missing")
+
+
+def test_resume_without_trusted_env_state_restarts_episodes_from_a_derived_seed(tmp_path) -> None:
+    """The documented difference: without trust_env_state the envs are reset with
+    resume_seed(seed, iteration); everything else continues, and the next episodes start fresh."""
+    straight = sac_trainer(max_env_steps=600, eval_every=None)
+    straight.eval_envs = None
+    ended_straight = [s.env_steps for s in straight if s.rollout.episodes]
+    stopped = sac_trainer(max_env_steps=600, eval_every=None)
+    stopped.eval_envs = None
+    for s in stopped:
+        if s.iteration == 4:  # 80 env steps: 40 into every env's first 200-step episode
+            break
+    stopped.save_checkpoint(tmp_path / "ckpt")
+    last_rows = stopped.buffer.last_index().copy()
+
+    def resume() -> OffPolicyTrainer:
+        trainer = sac_trainer(max_env_steps=600, eval_every=None)
+        trainer.eval_envs = None
+        with pytest.warns(RuntimeWarning, match="trust_env_state=True.*every env starts a fresh episode"):
+            trainer.load_checkpoint(tmp_path / "ckpt")
+        return trainer
+
+    a = resume()
+    seed = resume_seed(0, 4)
+    assert seed not in (0, 1) and seed != resume_seed(0, 5)
+    want_obs, _ = pendulum().reset(seed=seed)
+    np.testing.assert_array_equal(a.collector.obs, want_obs)
+    assert (a.iteration, a.env_steps, a.grad_steps) == (4, 80, stopped.grad_steps)
+    assert len(a.buffer) == len(stopped.buffer)
+    history = list(a)
+    assert [comparable(s) for s in history] == [comparable(s) for s in resume()]  # deterministic
+    # Uninterrupted: the first episodes end at env step 400; resumed fresh, 200 steps per env later.
+    assert ended_straight[0] == 400
+    ended = [s.env_steps for s in history if s.rollout.episodes]
+    assert ended[0] == 80 + 400
+    assert [s.rollout.length_mean for s in history if s.rollout.episodes][0] == 200
+    # the buffer cut the unfinished episodes at the checkpoint: 40 steps each, nothing crosses the reset
+    _, _, lengths = a.buffer.episode_bounds(last_rows)
+    assert lengths.tolist() == [40, 40]
 
 
 def test_prioritized_buffer_gets_priorities_and_annealed_beta() -> None:
@@ -349,7 +395,7 @@ def test_resume_with_unpicklable_envs_warns_and_restarts_episodes(tmp_path) -> N
     first.save_checkpoint(tmp_path / "ckpt")
     second = build()
     with pytest.warns(RuntimeWarning, match="no env snapshot"):
-        second.load_checkpoint(tmp_path / "ckpt")
+        second.load_checkpoint(tmp_path / "ckpt", trust_env_state=True)
     assert second.env_steps == 60 and len(second.buffer) == len(first.buffer)
     s = next(second)
     assert s.iteration == 3 and s.env_steps == 90 and s.grad_steps == first.grad_steps + 30

@@ -221,7 +221,23 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--ray-address",
         default=None,
-        help="with --distributed: join this Ray cluster (default: local, 127.0.0.1)",
+        help="with --distributed: join this Ray cluster (default: a local Ray listening on 127.0.0.1 only; "
+        "see docs/distributed.md for token authentication)",
+    )
+    train.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="CHECKPOINT_DIR",
+        help="continue the run saved in this checkpoint directory (e.g. RUN_DIR/checkpoint), with the same "
+        "flags and a larger --steps; nothing in it runs as code",
+    )
+    train.add_argument(
+        "--trust-env-state",
+        action="store_true",
+        help="with --resume: also unpickle the checkpoint's env snapshot (env_state.pkl) to continue every "
+        "env exactly; it can run code, so only for checkpoints you trust (default: envs restart from a "
+        "seeded reset)",
     )
     expert = sub.add_parser(
         "collect-expert",
@@ -285,6 +301,45 @@ def _make_envs(env_id: str, num_envs: int) -> Any:
         raise UsageError(f"{env_id}: {e}") from e
 
 
+def load_resume(trainer: Any, args: argparse.Namespace) -> None:
+    """Load ``--resume DIR`` (with ``--trust-env-state``) into ``trainer``; no-op without ``--resume``.
+
+    Raises:
+        UsageError: no checkpoint there, a refused checkpoint (old format, more than data, another
+            trainer, one that does not fit these flags), or one that already reached ``--steps``.
+    """
+    from rlcore.errors import RlcoreError
+
+    if args.resume is None:
+        return
+    try:
+        trainer.load_checkpoint(args.resume, trust_env_state=args.trust_env_state)
+    except (FileNotFoundError, RlcoreError) as e:
+        raise UsageError(f"--resume {args.resume}: {e}") from e
+    except (KeyError, RuntimeError, ValueError) as e:
+        raise UsageError(
+            f"--resume {args.resume}: the checkpoint does not fit the trainer these flags build ({e!r})"
+        ) from e
+    if trainer.done:
+        raise UsageError(
+            f"--resume {args.resume}: the run already reached its --steps; pass a larger --steps"
+        )
+
+
+def _resumed_capacity(path: Path, default: int) -> int:
+    """The replay capacity of the run saved at ``path`` (a larger ``--steps`` on resume must not
+    resize the buffer the checkpoint restores into); ``default`` when the checkpoint does not say
+    (its errors are reported by :func:`load_resume`)."""
+    from rlcore import checkpoint
+    from rlcore.errors import RlcoreError
+
+    try:
+        capacity = checkpoint.read_info(path).get("buffer_capacity")
+    except (FileNotFoundError, RlcoreError):
+        return default
+    return int(capacity) if isinstance(capacity, int) else default
+
+
 def _train(args: argparse.Namespace) -> int:
     import gymnasium as gym
     import torch
@@ -297,6 +352,8 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.distributed and args.algo not in ("dqn", "ddpg", "td3", "sac"):
         raise UsageError(f"--distributed supports dqn, ddpg, td3 and sac, not {args.algo}")
+    if args.trust_env_state and args.resume is None:
+        raise UsageError("--trust-env-state needs --resume CHECKPOINT_DIR")
     if args.algo in IMITATION_ALGOS:
         from rlcore.imitation import train_imitation
 
@@ -361,6 +418,8 @@ def _train(args: argparse.Namespace) -> int:
     algorithm = algo_cls.from_spaces(obs_space, act_space, algo_config, device=device)
 
     capacity = min(preset.capacity, max(steps + 1000 * num_envs, 1000))
+    if args.resume is not None and not args.distributed:
+        capacity = _resumed_capacity(args.resume, capacity)
     buffer: Any
     if args.her:
         reward_env = gym.make(args.env).unwrapped
@@ -408,6 +467,7 @@ def _train(args: argparse.Namespace) -> int:
         )
     else:
         trainer = OffPolicyTrainer(algorithm, buffer, envs, config=trainer_config, eval_envs=eval_envs)
+    load_resume(trainer, args)
 
     tag = (
         f"{args.env}-{args.algo}{'-her' if args.her else ''}{'-per' if args.prioritized else ''}-s{args.seed}"

@@ -107,7 +107,7 @@ def train_on_policy(args: argparse.Namespace) -> int:
 
     from rlcore.algos import A2C, PPO, VPG, A2CConfig, PPOConfig, VPGConfig
     from rlcore.algos.common import resolve_device
-    from rlcore.cli import UsageError, _make_envs
+    from rlcore.cli import UsageError, _make_envs, load_resume
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.onpolicy_trainer import OnPolicyTrainer, OnPolicyTrainerConfig
 
@@ -163,6 +163,7 @@ def train_on_policy(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     trainer = OnPolicyTrainer(algorithm, envs, config=trainer_config, eval_envs=eval_envs)
+    load_resume(trainer, args)
 
     out = args.out or Path("runs") / f"{args.env}-{args.algo}-s{args.seed}"
     out.mkdir(parents=True, exist_ok=True)

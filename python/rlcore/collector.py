@@ -17,7 +17,7 @@ stored reward.
 
 from __future__ import annotations
 
-import pickle
+import copy
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -197,19 +197,22 @@ class Collector:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """The collector's own state, the action sampler's RNG, and (when picklable) the sub-envs.
+        """The collector's own state, the action sampler's RNG, and (when they copy) the sub-envs.
 
-        The sub-envs of a ``SyncVectorEnv`` are pickled when they allow it (classic-control envs
-        do; MuJoCo envs do not). Otherwise ``"envs"`` is ``None`` and :meth:`load_state_dict`
-        resets the envs, so a resumed run continues from fresh episodes.
+        Everything but ``"envs"`` is numpy arrays and plain values (``"action_rng"`` is the numpy
+        ``bit_generator.state`` dict). ``"envs"`` is a deep copy of a ``SyncVectorEnv``'s sub-envs
+        and its pending autoresets, ``(sub_envs, autoreset_N)``, when they allow it (classic-control
+        envs do; MuJoCo envs do not), else ``None``. It is the one part that only a pickle can store:
+        trainers write it to its own checkpoint file, read back only on request
+        (:mod:`rlcore.checkpoint`, ``trust_env_state``).
         """
-        envs_blob: bytes | None = None
+        envs_copy: Any = None
         sub_envs = getattr(self.envs, "envs", None)
         if sub_envs is not None:
             try:
-                envs_blob = pickle.dumps((sub_envs, getattr(self.envs, "_autoreset_envs", None)))
-            except Exception:  # noqa: BLE001 - any pickling failure means "not restorable"
-                envs_blob = None
+                envs_copy = copy.deepcopy((sub_envs, getattr(self.envs, "_autoreset_envs", None)))
+            except Exception:  # noqa: BLE001 - any copying failure means "not restorable"
+                envs_copy = None
         return {
             "obs": _copy(self.obs) if self.obs is not None else None,
             "reset_row": self._reset_row_N.copy(),
@@ -218,16 +221,22 @@ class Collector:
             "env_steps": self.env_steps,
             "episodes": self.episodes,
             "action_rng": self.envs.action_space.np_random.bit_generator.state,
-            "envs": envs_blob,
+            "envs": envs_copy,
         }
 
     def load_state_dict(self, state: Mapping[str, Any], *, seed: int | None = None) -> None:
-        """Restore :meth:`state_dict`; without a restorable env snapshot, reset the envs with ``seed``."""
+        """Restore :meth:`state_dict`.
+
+        With ``state["envs"]`` (the sub-envs and pending autoresets) the envs continue exactly where
+        they were. Without it (``None``: envs that do not copy, or an env snapshot that was not
+        trusted) the envs are reset with ``seed`` (warns): partial episodes are dropped and the next
+        episode of every env starts fresh; counters and the action sampler's RNG are restored either way.
+        """
         self.env_steps = int(state["env_steps"])
         self.episodes = int(state["episodes"])
         self.envs.action_space.np_random.bit_generator.state = state["action_rng"]
-        if state["envs"] is not None and hasattr(self.envs, "envs"):
-            sub_envs, autoreset = pickle.loads(state["envs"])  # noqa: S301 - our own checkpoint
+        if state.get("envs") is not None and hasattr(self.envs, "envs"):
+            sub_envs, autoreset = copy.deepcopy(state["envs"])
             self.envs.envs = sub_envs
             if autoreset is not None:
                 setattr(self.envs, "_autoreset_envs", autoreset)  # noqa: B010 - private SyncVectorEnv state
@@ -237,7 +246,10 @@ class Collector:
             self._ep_length_N = state["ep_length"].copy()
         else:
             warnings.warn(
-                "the checkpoint holds no env snapshot (envs not picklable): envs are reset on resume",
+                "no env snapshot to restore (none was saved, e.g. MuJoCo envs, or it was not loaded: a "
+                "checkpoint's env snapshot is a pickle, loaded only with trust_env_state=True / "
+                f"--trust-env-state): the envs are reset (seed {seed}) and every env starts a fresh "
+                "episode (partial episodes are dropped)",
                 RuntimeWarning,
                 stacklevel=2,
             )

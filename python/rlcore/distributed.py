@@ -28,7 +28,7 @@ Example::
     import functools, rlcore
     from rlcore.distributed import ShardedReplayBuffer, init_ray
 
-    init_ray()  # local Ray bound to 127.0.0.1
+    init_ray()  # local Ray listening on 127.0.0.1 only
     buf = ShardedReplayBuffer(
         functools.partial(rlcore.PrioritizedReplayBuffer, 100_000, alpha=0.6),
         num_shards=2, num_envs=8,
@@ -45,11 +45,14 @@ import dataclasses
 import functools
 import json
 import math
-import pickle
+import os
+import shutil
+import tempfile
 import threading
 import time
+import uuid
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +73,7 @@ __all__ = [
     "WeightStore",
     "init_ray",
     "policy_weights",
+    "save_shard_dirs",
     "shard_factory_like",
     "trainer_from_cli",
 ]
@@ -103,22 +107,45 @@ def _remote(cls: type, **options: Any) -> Any:
 _REMOTE_CLASSES: dict[Any, Any] = {}
 
 
+_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch (``ray._private.ray_constants``) that keeps a node on the loopback address: unset,
+Ray on Linux turns a requested ``127.0.0.1`` into the machine's routable address and its servers
+listen there."""
+
+
 def init_ray(address: str | None = None, *, num_cpus: int | None = None, **kwargs: Any) -> None:
     """Start or join Ray unless it is already initialised.
 
     Args:
-        address: ``None`` starts a local Ray bound to 127.0.0.1 (no dashboard, nothing reachable
-            from outside); ``"auto"`` or ``"HOST:PORT"`` joins an existing cluster.
+        address: ``None`` starts a local Ray whose every server listens on 127.0.0.1 only (no
+            dashboard, nothing reachable from other machines); ``"auto"`` or ``"HOST:PORT"`` joins
+            an existing cluster as Ray would (see docs/distributed.md on token authentication).
         num_cpus: logical CPUs of a local Ray (ignored when joining a cluster).
         kwargs: passed to ``ray.init``.
 
     Raises:
         ImportError: Ray is not installed.
+        ApiUsageError: a local Ray came up on another address than the loopback (it is shut down).
     """
+    if address is not None:
+        ray = _ray()
+        if not ray.is_initialized():
+            ray.init(address=address, **kwargs)
+        return
+    # Ray resolves "127.0.0.1" to the routable address unless this switch is off when it starts;
+    # the raylet and workers it spawns inherit it from the environment. Ray reads it into a module
+    # constant at import, so a Ray imported earlier gets the constant set for the call too.
+    previous = os.environ.get(_LOOPBACK_ENV)
+    os.environ[_LOOPBACK_ENV] = "0"
     ray = _ray()
     if ray.is_initialized():
+        _restore_env(_LOOPBACK_ENV, previous)
         return
-    if address is None:
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    saved = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    if constants is not None and saved is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+    try:
         ray.init(
             address="local",
             num_cpus=num_cpus,
@@ -127,8 +154,144 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None, **kwarg
             configure_logging=False,
             **kwargs,
         )
+    finally:
+        if constants is not None and saved is not None:
+            constants.ENABLE_RAY_CLUSTER = saved
+        _restore_env(_LOOPBACK_ENV, previous)
+    host = str(ray.get_runtime_context().gcs_address).rsplit(":", 1)[0].strip("[]")
+    if host not in ("127.0.0.1", "::1", "localhost"):
+        ray.shutdown()
+        raise ApiUsageError(
+            f"the local Ray started on {host}, not on the loopback address; start Ray yourself "
+            f"(ray.init) or set {_LOOPBACK_ENV}=0 in the environment before Python starts"
+        )
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
     else:
-        ray.init(address=address, **kwargs)
+        os.environ[name] = value
+
+
+# ---------------------------------------------------------------------------------------------
+# files of a save, moved between processes
+
+
+def _plain_part(name: str) -> bool:
+    return name not in ("", ".", "..") and "\\" not in name
+
+
+def _read_tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` as ``{relative posix path: bytes}``.
+
+    Raises:
+        SaveFileError: ``root`` is missing, or holds a symlink or anything but files and folders.
+    """
+    if not root.is_dir():
+        raise SaveFileError(f"{root} is missing or not a directory")
+    files: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            if p.is_symlink() or not (p.is_dir() or p.is_file()):
+                raise SaveFileError(f"{p} is a link or special file: a buffer save holds plain files only")
+        for name in filenames:
+            p = Path(dirpath) / name
+            files[p.relative_to(root).as_posix()] = p.read_bytes()
+    return files
+
+
+def _write_tree(root: Path, files: Mapping[str, bytes], *, fsync: bool = False) -> None:
+    """Write ``{relative posix path: bytes}`` under ``root`` (created; must not exist).
+
+    Raises:
+        SaveFileError: a path is absolute or leaves ``root`` (``..``, empty parts, backslashes).
+    """
+    for rel in files:
+        parts = rel.split("/")
+        if not all(_plain_part(part) for part in parts):
+            raise SaveFileError(f"a buffer save names the file {rel!r}, which is not a plain relative path")
+    root.mkdir(parents=True)
+    for rel, data in files.items():
+        p = root.joinpath(*rel.split("/"))
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+
+
+_SHARDED_FORMAT = "rlcore-sharded-buffer"
+_SHARDED_VERSION = 1
+_SHARDED_MANIFEST = "sharded.json"
+
+
+def save_shard_dirs(path: str | Path, *, num_envs: int, writers: Sequence[Callable[[Path], None]]) -> None:
+    """Write a sharded buffer's save: ``writers[s](dir)`` writes shard s as a buffer save into a
+    fresh ``shards-<id>/shard-SSS`` folder of ``path``; then ``sharded.json`` (format, shard and
+    stream counts, the folder) replaces the previous one atomically, and only the folder the
+    previous manifest named is removed (DESIGN.md, "Durability").
+
+    Raises:
+        OSError: ``path`` cannot be written (a previous save there stays intact).
+    """
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    previous = None
+    try:
+        previous = _read_shard_manifest(root)
+    except SaveFileError:
+        previous = None
+    data = root / f"shards-{uuid.uuid4().hex[:12]}"
+    names = [f"shard-{s:03d}" for s in range(len(writers))]
+    try:
+        data.mkdir()
+        for name, write in zip(names, writers, strict=True):
+            write(data / name)
+        manifest = {
+            "format": _SHARDED_FORMAT,
+            "version": _SHARDED_VERSION,
+            "num_shards": len(writers),
+            "num_envs": int(num_envs),
+            "data_dir": data.name,
+            "shards": names,
+        }
+        tmp = root / f"{_SHARDED_MANIFEST}.tmp-{uuid.uuid4().hex[:8]}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, root / _SHARDED_MANIFEST)
+    except BaseException:
+        shutil.rmtree(data, ignore_errors=True)
+        raise
+    if previous is not None and previous["data_dir"] != data.name:
+        shutil.rmtree(root / previous["data_dir"], ignore_errors=True)
+
+
+def _read_shard_manifest(root: Path) -> dict[str, Any]:
+    mpath = root / _SHARDED_MANIFEST
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise SaveFileError(f"{root}: no {_SHARDED_MANIFEST} (not a sharded buffer save)") from e
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SaveFileError(f"{mpath} is unreadable or corrupt: {e}") from e
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != _SHARDED_FORMAT
+        or manifest.get("version") != _SHARDED_VERSION
+    ):
+        raise SaveFileError(f"{mpath} is not a sharded rlcore buffer manifest of version {_SHARDED_VERSION}")
+    names = manifest.get("shards")
+    if not isinstance(names, list) or len(names) != manifest.get("num_shards"):
+        raise SaveFileError(f"{mpath} lists {names!r} for num_shards={manifest.get('num_shards')!r}")
+    for name in [manifest.get("data_dir"), *names]:
+        if not isinstance(name, str) or "/" in name or not _plain_part(name):
+            raise SaveFileError(f"{mpath} names a folder that is not a plain name: {name!r}")
+    return manifest
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,6 +455,26 @@ class BufferShard:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.buffer.load_state_dict(state)
+        self._scan_needed = bool(self.buffer.prioritized)
+
+    def save_files(self) -> dict[str, bytes]:
+        """The files of ``buffer.save`` (written to a temporary folder on this actor's node) as
+        ``{relative path: bytes}``, so the driver can write them where it saves."""
+        with tempfile.TemporaryDirectory(prefix="rlcore-shard-") as tmp:
+            self.buffer.save(Path(tmp) / "save")
+            return _read_tree(Path(tmp) / "save")
+
+    def restore_files(self, files: Mapping[str, bytes]) -> None:
+        """Write the files of a save (as :meth:`save_files` returns them) to a temporary folder
+        and ``buffer.restore`` it: nothing changes unless the whole save is valid.
+
+        Raises:
+            SaveFileError: a path leaves the folder, or the save is corrupt or does not fit.
+        """
+        with tempfile.TemporaryDirectory(prefix="rlcore-shard-") as tmp:
+            root = Path(tmp) / "save"
+            _write_tree(root, files)
+            self.buffer.restore(root)
         self._scan_needed = bool(self.buffer.prioritized)
 
     def clear(self) -> None:
@@ -869,6 +1052,41 @@ class ShardedReplayBuffer:
         _ray().get([s.load_state_dict.remote(st) for s, st in zip(self.shards, state["shards"], strict=True)])
         self._stats = None
 
+    def save(self, path: str | Path) -> None:
+        """Save every shard into the directory ``path`` (after flushing this client's queued rows):
+        ``sharded.json`` plus one ``buffer.save`` folder per shard (:func:`save_shard_dirs`). Each
+        shard saves on its own node and sends the files to this process, which writes them, so the
+        save lands here even when the shards run on other machines.
+
+        Raises:
+            OSError: ``path`` cannot be written (a previous save there stays intact).
+        """
+        self.flush(wait=True)
+        trees = _ray().get([s.save_files.remote() for s in self.shards])
+        writers = [functools.partial(_write_tree, files=tree, fsync=True) for tree in trees]
+        save_shard_dirs(path, num_envs=self.num_envs, writers=writers)
+
+    def restore(self, path: str | Path) -> None:
+        """Copy a :meth:`save` into the shards (same shard and stream counts; each shard restores
+        with ``buffer.restore``, which validates the whole save before changing anything). Only
+        plain files are read; no file is unpickled.
+
+        Raises:
+            SaveFileError: not a sharded save, other counts, a link or a path that leaves the save,
+                or a shard's save that is corrupt or does not fit (shards before it are restored).
+        """
+        root = Path(path)
+        manifest = _read_shard_manifest(root)
+        if manifest["num_shards"] != self.num_shards or manifest["num_envs"] != self.num_envs:
+            raise SaveFileError(
+                f"{root} has num_shards={manifest['num_shards']}, num_envs={manifest['num_envs']}; this "
+                f"buffer has {self.num_shards}, {self.num_envs}"
+            )
+        trees = [_read_tree(root / manifest["data_dir"] / name) for name in manifest["shards"]]
+        self.flush(wait=True)
+        _ray().get([s.restore_files.remote(t) for s, t in zip(self.shards, trees, strict=True)])
+        self._stats = None
+
     def clear(self) -> None:
         """Empty every shard (memory stays allocated, as ``ReplayBuffer.clear``); queued rows of
         this client are sent first and cleared too."""
@@ -1054,9 +1272,11 @@ class CollectorWorker:
         restarted, self.restarts = self.restarts, 0
         return stats, self.version, restarted
 
-    def pid(self) -> int:
-        import os
+    def reset(self, seed: int) -> None:
+        """Reset the envs with ``seed`` (fresh episodes), as a resumed trainer does."""
+        self.collector.reset(seed=seed)
 
+    def pid(self) -> int:
         return os.getpid()
 
 
@@ -1097,6 +1317,9 @@ class DistributedConfig:
             raise ValueError(f"chunk_rows must be >= 1, got {self.chunk_rows}")
         if self.eval_every_env_steps is not None and self.eval_every_env_steps < 1:
             raise ValueError(f"eval_every_env_steps must be >= 1 or None, got {self.eval_every_env_steps}")
+
+
+_CHECKPOINT_KIND = "distributed"
 
 
 class DistributedTrainer:
@@ -1180,6 +1403,7 @@ class DistributedTrainer:
         self._grad_credit = 0.0
         self._evaluations = 0
         self._inflight: dict[Any, tuple[int, int]] = {}
+        self._started = False
         self._beta_start = buffer.beta
         self._sampler = (
             buffer.prefetch(
@@ -1248,7 +1472,8 @@ class DistributedTrainer:
         if self.done and not self._inflight and not self._retry_at:
             raise StopIteration
         start = time.perf_counter()
-        if self.iteration == 0:
+        if not self._started:  # the first next(), also of a resumed trainer
+            self._started = True
             for k in range(len(self.collectors)):
                 self._submit(k)
         now = time.monotonic()
@@ -1365,27 +1590,101 @@ class DistributedTrainer:
         return last
 
     def save_checkpoint(self, path: str | Path) -> Path:
-        """Write ``trainer.pt`` (algorithm, counters) and ``buffer.pkl`` (every shard's state)."""
-        import torch
+        """Write a checkpoint into the directory ``path`` (:mod:`rlcore.checkpoint`): algorithm and
+        RNG states in ``trainer.pt``, counters in ``counters.json``, every shard with
+        :meth:`ShardedReplayBuffer.save` (the collectors' envs live in their actors and are not
+        saved). Collect calls still in flight keep writing while the shards save, so the saved
+        shards can hold rows that ``env_steps`` does not count yet (as after a collector restart);
+        :meth:`close` first for shards exactly as of the last ``next()``. Returns ``path``.
 
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        state = {
-            "config": dataclasses.asdict(self.config),
-            "dist": dataclasses.asdict(self.dist),
-            "algorithm": self.algorithm.state_dict(),
-            "iteration": self.iteration,
-            "grad_steps": self.grad_steps,
-            "env_steps": self.env_steps,
-            "grad_credit": self._grad_credit,
-        }
-        torch.save(state, path / "trainer.pt")
-        with open(path / "buffer.pkl", "wb") as f:
-            pickle.dump(self.buffer.state_dict(), f, protocol=pickle.HIGHEST_PROTOCOL)
-        (path / "meta.json").write_text(
-            json.dumps({"iteration": self.iteration, "env_steps": self.env_steps})
+        Raises:
+            CheckpointError: the algorithm's state holds something a checkpoint cannot store.
+            OSError: the directory cannot be written (a previous checkpoint there stays intact).
+        """
+        from rlcore import checkpoint
+
+        return checkpoint.save(
+            path,
+            trainer=_CHECKPOINT_KIND,
+            state={"algorithm": self.algorithm.state_dict(), "rng": checkpoint.capture_rng()},
+            counters={
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "episodes": self.episodes,
+                "grad_steps": self.grad_steps,
+                "grad_credit": self._grad_credit,
+                "evaluations": self._evaluations,
+                "buffer_beta": self.buffer.beta,
+            },
+            buffer=self.buffer,
+            info={
+                "config": dataclasses.asdict(self.config),
+                "dist": dataclasses.asdict(self.dist),
+                "shard_capacity": self.buffer.shard_capacity,
+            },
         )
-        return path
+
+    def load_checkpoint(self, path: str | Path, *, trust_env_state: bool = False) -> None:
+        """Restore :meth:`save_checkpoint` into this freshly built trainer: algorithm, shards,
+        counters and RNGs; the new weights are published, and every collector resets its envs with
+        ``rlcore.checkpoint.resume_seed(config.seed, iteration) + 100 * k`` (fresh episodes: the
+        envs ran in actors and have no snapshot). Nothing from the files runs as code.
+
+        Args:
+            trust_env_state: accepted for the common trainer signature (there is no env snapshot).
+
+        Raises:
+            FileNotFoundError: ``path`` holds no checkpoint.
+            CheckpointError: an old-format checkpoint (the message says how to convert a trusted
+                one), a ``trainer.pt`` that holds more than data, or a checkpoint of another trainer.
+            SaveFileError: a shard's save is corrupt or does not fit.
+            ApiUsageError: the trainer has already started iterating.
+        """
+        from rlcore import checkpoint
+
+        if self._started:
+            raise ApiUsageError("load_checkpoint needs a freshly built DistributedTrainer (before next())")
+        ckpt = checkpoint.load(path, trainer=_CHECKPOINT_KIND, trust_env_state=trust_env_state)
+        algorithm, rng = ckpt.part("algorithm"), ckpt.part("rng")
+        counters = {
+            k: ckpt.counter(k)
+            for k in ("iteration", "env_steps", "episodes", "grad_steps", "grad_credit", "evaluations")
+        }
+        beta = ckpt.counter("buffer_beta")
+        ckpt.restore_buffer(self.buffer)
+        self.algorithm.load_state_dict(algorithm)
+        self.iteration, self.env_steps = int(counters["iteration"]), int(counters["env_steps"])
+        self.episodes, self.grad_steps = int(counters["episodes"]), int(counters["grad_steps"])
+        self._grad_credit, self._evaluations = float(counters["grad_credit"]), int(counters["evaluations"])
+        self._submitted = self.env_steps
+        if beta is not None and self.buffer.prioritized:
+            self.buffer.beta = float(beta)
+        seed = checkpoint.resume_seed(self.config.seed, self.iteration)
+        self._ray.get([c.reset.remote(seed + 100 * k) for k, c in enumerate(self.collectors)])
+        checkpoint.restore_rng(rng)
+        self._publish()
+
+    @classmethod
+    def resume(
+        cls,
+        path: str | Path,
+        algorithm: Any,
+        buffer: ShardedReplayBuffer,
+        make_envs: Callable[[], Any],
+        make_policy: Callable[[], Any],
+        *,
+        config: Any,
+        dist: DistributedConfig,
+        eval_envs: Any | None = None,
+        trust_env_state: bool = False,
+    ) -> DistributedTrainer:
+        """Build a trainer from fresh objects and load the checkpoint at ``path`` into it
+        (:meth:`load_checkpoint`)."""
+        trainer = cls(
+            algorithm, buffer, make_envs, make_policy, config=config, dist=dist, eval_envs=eval_envs
+        )
+        trainer.load_checkpoint(path, trust_env_state=trust_env_state)
+        return trainer
 
     def close(self) -> None:
         """Kill the collector and weight-store actors (the buffer's shards stay)."""
@@ -1435,11 +1734,17 @@ def _her_shard_buffer(
 
 
 def shard_factory_like(
-    buffer: Any, *, num_shards: int, num_envs: int, env_id: str | None = None
+    buffer: Any,
+    *,
+    num_shards: int,
+    num_envs: int,
+    env_id: str | None = None,
+    shard_capacity: int | None = None,
 ) -> BufferFactory:
     """A picklable ``make_buffer`` for shards of the same kind and parameters as the local
     ``buffer``, together holding its capacity plus 1,000 rows per env stream (terminal rows and
-    uneven episode routing), split over ``num_shards``.
+    uneven episode routing), split over ``num_shards`` (or ``shard_capacity`` rows each: the shards
+    of a run being resumed).
 
     Raises:
         ApiUsageError: a HER buffer with a Python ``compute_reward`` and no ``env_id`` to rebuild
@@ -1449,7 +1754,7 @@ def shard_factory_like(
 
     cfg = buffer._config()
     capacity = -(-(cfg["capacity"] + 1_000 * num_envs) // num_shards)
-    capacity = -(-capacity // num_envs) * num_envs
+    capacity = -(-capacity // num_envs) * num_envs if shard_capacity is None else int(shard_capacity)
     if cfg["kind"] == "her":
         if cfg["distance_threshold"] is None and env_id is None:
             raise ApiUsageError(
@@ -1461,6 +1766,20 @@ def shard_factory_like(
             rlcore.PrioritizedReplayBuffer, capacity, alpha=cfg["alpha"], beta=cfg["beta"], eps=cfg["eps"]
         )
     return functools.partial(rlcore.ReplayBuffer, capacity)
+
+
+def _resumed_shard_capacity(args: Any) -> int | None:
+    """The shard capacity of the run ``--resume`` points to (``None``: not resuming, or unknown)."""
+    from rlcore import checkpoint
+    from rlcore.errors import RlcoreError
+
+    if getattr(args, "resume", None) is None:
+        return None
+    try:
+        capacity = checkpoint.read_info(args.resume).get("shard_capacity")
+    except (FileNotFoundError, RlcoreError):
+        return None  # load_resume reports it
+    return capacity if isinstance(capacity, int) else None
 
 
 def trainer_from_cli(
@@ -1492,7 +1811,13 @@ def trainer_from_cli(
         raise UsageError(str(e)) from e
     streams = k * envs_per_collector
     sharded = ShardedReplayBuffer(
-        shard_factory_like(buffer, num_shards=s, num_envs=streams, env_id=args.env),
+        shard_factory_like(
+            buffer,
+            num_shards=s,
+            num_envs=streams,
+            env_id=args.env,
+            shard_capacity=_resumed_shard_capacity(args),
+        ),
         num_shards=s,
         num_envs=streams,
         seed=args.seed,

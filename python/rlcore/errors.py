@@ -17,6 +17,10 @@ class                      also a                raised when
                                                  the first add, ...)
 :class:`SaveFileError`     ``OSError``           a save directory is missing, incomplete or
                                                  corrupt
+:class:`CheckpointError`   ``OSError``           a trainer checkpoint is refused: an old format
+                           (a ``SaveFileError``) that holds pickles, a ``trainer.pt`` with
+                                                 objects other than tensors and plain values,
+                                                 or a checkpoint of another trainer
 =========================  ====================  ==============================================
 
 Every failed call leaves the buffer exactly as it was.
@@ -36,6 +40,7 @@ from rlcore._core import (
 
 __all__ = [
     "ApiUsageError",
+    "CheckpointError",
     "DTypeError",
     "EmptyBufferError",
     "InvalidValueError",
@@ -43,3 +48,10 @@ __all__ = [
     "SaveFileError",
     "ShapeError",
 ]
+
+
+class CheckpointError(SaveFileError):
+    """A trainer checkpoint that rlcore refuses to load, because loading it could run code from
+    the file or it is not a checkpoint of this trainer. The message says what was found and, for a
+    checkpoint of the old pickle format, the one command that converts a trusted one
+    (``python -m rlcore.checkpoint convert OLD NEW``)."""

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 import rlcore
+from rlcore import checkpoint as ckpt_format
 from rlcore.algos.bc import BC
 from rlcore.algos.gail import GAIL, GAILConfig
 from rlcore.algos.ppo import PPOConfig
@@ -80,22 +81,26 @@ def load_expert_policy(
 ) -> Callable[[np.ndarray], np.ndarray]:
     """The deterministic policy of a run directory written by ``rlcore train`` (any algorithm).
 
-    Reads ``run_dir/config.json`` (algorithm and its config) and ``run_dir/checkpoint/trainer.pt``.
+    Reads ``run_dir/config.json`` (algorithm and its config) and the checkpoint in
+    ``run_dir/checkpoint`` (:func:`rlcore.checkpoint.load`: ``trainer.pt`` with
+    ``torch.load(weights_only=True)``; nothing from the files runs as code).
 
     Returns:
         ``policy(obs [N, *O]) -> act`` (int64 ``[N]`` or float32 ``[N, A]``, unclipped).
 
     Raises:
         FileNotFoundError: no ``config.json`` or checkpoint in ``run_dir``.
+        CheckpointError: the checkpoint is of the old pickle format (the message says how to convert
+            a trusted one) or holds more than data.
         ValueError: the run's algorithm is unknown.
     """
     from rlcore import algos
 
     run_dir = Path(run_dir)
-    cfg_path, ckpt_path = run_dir / "config.json", run_dir / "checkpoint" / "trainer.pt"
-    for p in (cfg_path, ckpt_path):
-        if not p.is_file():
-            raise FileNotFoundError(f"{run_dir} is not a run directory of `rlcore train` ({p} is missing)")
+    cfg_path, ckpt_dir = run_dir / "config.json", run_dir / "checkpoint"
+    if not cfg_path.is_file() or not ckpt_format.is_checkpoint(ckpt_dir):
+        missing = cfg_path if not cfg_path.is_file() else ckpt_dir
+        raise FileNotFoundError(f"{run_dir} is not a run directory of `rlcore train` ({missing} is missing)")
     meta = json.loads(cfg_path.read_text())
     name = meta["args"]["algo"]
     classes: dict[str, tuple[Any, Any]] = {
@@ -116,8 +121,7 @@ def load_expert_policy(
     )
     kw = {"num_envs": int(meta.get("num_envs", 1))} if name in _ON_POLICY else {}
     algo = algo_cls.from_spaces(observation_space, action_space, config, device="cpu", **kw)
-    state = torch.load(ckpt_path, weights_only=False, map_location="cpu")
-    algo.load_state_dict(state["algorithm"])
+    algo.load_state_dict(ckpt_format.load(ckpt_dir).part("algorithm"))
     return lambda obs: algo.act(obs, deterministic=True)
 
 
@@ -312,13 +316,14 @@ def collect_expert(
 
     Raises:
         RuntimeError: training the expert failed.
-        FileNotFoundError, ValueError: as :func:`load_expert_policy` and :func:`record_episodes`.
+        FileNotFoundError, CheckpointError, ValueError: as :func:`load_expert_policy` and
+            :func:`record_episodes`.
         ImportError, ValueError: as :func:`export_minari`.
     """
     from rlcore.cli import main as cli_main
 
     run_dir = Path(checkpoint) if checkpoint is not None else Path("runs") / f"expert-{env_id}-{algo}-s{seed}"
-    if not (run_dir / "checkpoint" / "trainer.pt").is_file():
+    if not ckpt_format.is_checkpoint(run_dir / "checkpoint"):
         argv = ["train", "--algo", algo, "--env", env_id, "--seed", str(seed), "--out", str(run_dir)]
         if steps is not None:
             argv += ["--steps", str(steps)]
@@ -350,6 +355,9 @@ def collect_expert(
 
 
 # ---------------------------------------------------------------------------------- trainers
+
+
+_CHECKPOINT_KIND = "offline"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -498,36 +506,45 @@ class OfflineTrainer:
         return last
 
     def save_checkpoint(self, path: str | Path) -> Path:
-        """Write ``trainer.pt`` (algorithm, counters, torch RNG) into the directory ``path``
-        (the dataset is not copied: it lives at its own path)."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        state = {
-            "config": dataclasses.asdict(self.config),
-            "algorithm": self.algorithm.state_dict(),
-            "iteration": self.iteration,
-            "grad_steps": self.grad_steps,
-            "evaluations": self._evaluations,
-            "torch_rng": torch.get_rng_state(),
-        }
-        torch.save(state, path / "trainer.pt")
-        return path
+        """Write a checkpoint into the directory ``path`` (:mod:`rlcore.checkpoint`): algorithm and
+        RNG states in ``trainer.pt``, counters in ``counters.json`` (the dataset is not copied: it
+        lives at its own path). Returns ``path``.
 
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Restore :meth:`save_checkpoint`.
+        Raises:
+            CheckpointError: the algorithm's state holds something a checkpoint cannot store.
+            OSError: the directory cannot be written (a previous checkpoint there stays intact).
+        """
+        return ckpt_format.save(
+            path,
+            trainer=_CHECKPOINT_KIND,
+            state={"algorithm": self.algorithm.state_dict(), "rng": ckpt_format.capture_rng()},
+            counters={
+                "iteration": self.iteration,
+                "grad_steps": self.grad_steps,
+                "evaluations": self._evaluations,
+            },
+            info={"config": dataclasses.asdict(self.config)},
+        )
+
+    def load_checkpoint(self, path: str | Path, *, trust_env_state: bool = False) -> None:
+        """Restore :meth:`save_checkpoint`; nothing from the files runs as code.
+
+        Args:
+            trust_env_state: accepted for the common trainer signature; an offline checkpoint has
+                no env snapshot.
 
         Raises:
             FileNotFoundError: ``path`` holds no checkpoint.
+            CheckpointError: an old-format checkpoint (the message says how to convert a trusted
+                one), a ``trainer.pt`` that holds more than data, or a checkpoint of another trainer.
         """
-        path = Path(path)
-        if not (path / "trainer.pt").is_file():
-            raise FileNotFoundError(f"no checkpoint in {path} (expected trainer.pt)")
-        state = torch.load(path / "trainer.pt", weights_only=False)
-        self.algorithm.load_state_dict(state["algorithm"])
-        self.iteration = int(state["iteration"])
-        self.grad_steps = int(state["grad_steps"])
-        self._evaluations = int(state["evaluations"])
-        torch.set_rng_state(state["torch_rng"])
+        ckpt = ckpt_format.load(path, trainer=_CHECKPOINT_KIND, trust_env_state=trust_env_state)
+        algorithm, rng = ckpt.part("algorithm"), ckpt.part("rng")
+        iteration, grad_steps = int(ckpt.counter("iteration")), int(ckpt.counter("grad_steps"))
+        evaluations = int(ckpt.counter("evaluations"))
+        self.algorithm.load_state_dict(algorithm)
+        self.iteration, self.grad_steps, self._evaluations = iteration, grad_steps, evaluations
+        ckpt_format.restore_rng(rng)
 
 
 class GAILTrainer(OnPolicyTrainer):
@@ -572,7 +589,7 @@ def collect_expert_command(args: argparse.Namespace) -> int:
             seed=args.seed,
             minari=args.minari,
         )
-    except (FileNotFoundError, ValueError, ImportError) as e:
+    except (FileNotFoundError, ValueError, ImportError, rlcore.errors.RlcoreError) as e:
         raise UsageError(str(e)) from e
     print(
         f"expert: {args.env} {args.algo} return_mean={data.return_mean:.2f} return_std={data.return_std:.2f} "
@@ -682,7 +699,7 @@ def train_imitation(args: argparse.Namespace) -> int:
     steps; the generator, discriminator and schedule are :func:`gail_settings`.
     """
     from rlcore.algos.bc import BCConfig
-    from rlcore.cli import UsageError, _make_envs
+    from rlcore.cli import UsageError, _make_envs, load_resume
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
 
     if args.expert is None:
@@ -727,6 +744,7 @@ def train_imitation(args: argparse.Namespace) -> int:
         )
         trainer = GAILTrainer(gail, envs, config=trainer_config, eval_envs=eval_envs)
         total = steps
+    load_resume(trainer, args)
     (out / "config.json").write_text(
         json.dumps(
             {

@@ -11,14 +11,16 @@ Same contract as :class:`rlcore.trainer.OffPolicyTrainer`:
   advanced side by side with ``zip``, and a loop left early continues where it stopped. The envs are
   reset once, before the first rollout.
 * After any ``next()``, :meth:`save_checkpoint` stores the algorithm (networks, optimizer,
-  normalisers, shuffling RNG), the sampler (env snapshot when the envs pickle), counters and the torch
-  RNG; a fresh trainer built the same way and given :meth:`load_checkpoint` yields the same next stats.
+  normalisers, shuffling RNG), the sampler, counters and the RNGs as data
+  (:mod:`rlcore.checkpoint`), plus an env snapshot in a file of its own when the envs pickle; a
+  fresh trainer built the same way and given :meth:`load_checkpoint` with ``trust_env_state=True``
+  yields the same next stats; without it the envs are reset with
+  :func:`rlcore.checkpoint.resume_seed` and every env starts a fresh episode.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,8 +29,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
+from rlcore import checkpoint
 from rlcore.algos.actor_critic import OnPolicyAlgorithm
 from rlcore.collector import evaluate
 from rlcore.logging import Logger, write_iterations
@@ -36,6 +38,8 @@ from rlcore.rollout import RewardFn, RolloutSampler
 from rlcore.stats import EpisodeStats, EpochStats, EvalStats, TimeStats
 
 __all__ = ["OnPolicyTrainer", "OnPolicyTrainerConfig"]
+
+_CHECKPOINT_KIND = "on-policy"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,43 +191,58 @@ class OnPolicyTrainer:
     # ------------------------------------------------------------------ checkpoints
 
     def save_checkpoint(self, path: str | Path) -> Path:
-        """Write ``trainer.pt`` (algorithm, sampler, counters, RNGs) into the directory ``path``."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        state = {
-            "config": dataclasses.asdict(self.config),
-            "algorithm": self.algorithm.state_dict(),
-            "sampler": self.sampler.state_dict(),
-            "iteration": self.iteration,
-            "grad_steps": self.grad_steps,
-            "evaluations": self._evaluations,
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-        }
-        torch.save(state, path / "trainer.pt")
-        (path / "meta.json").write_text(
-            json.dumps({"iteration": self.iteration, "env_steps": self.env_steps})
-        )
-        return path
+        """Write a checkpoint into the directory ``path`` (:mod:`rlcore.checkpoint`): algorithm,
+        sampler and RNG states in ``trainer.pt``, counters in ``counters.json``, the sub-envs in
+        ``env_state.pkl`` when they pickle. Returns ``path``.
 
-    def load_checkpoint(self, path: str | Path) -> None:
+        Raises:
+            CheckpointError: a state holds something a checkpoint cannot store.
+            OSError: the directory cannot be written (a previous checkpoint there stays intact).
+        """
+        sampler = self.sampler.state_dict()
+        env_state = sampler.pop("envs")
+        return checkpoint.save(
+            path,
+            trainer=_CHECKPOINT_KIND,
+            state={
+                "algorithm": self.algorithm.state_dict(),
+                "sampler": sampler,
+                "rng": checkpoint.capture_rng(),
+            },
+            counters={
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "grad_steps": self.grad_steps,
+                "evaluations": self._evaluations,
+            },
+            env_state=env_state,
+            info={"config": dataclasses.asdict(self.config)},
+        )
+
+    def load_checkpoint(self, path: str | Path, *, trust_env_state: bool = False) -> None:
         """Restore :meth:`save_checkpoint` into this trainer (built with the same constructors).
+        Nothing from the files runs as code, except the env snapshot when ``trust_env_state=True``.
+
+        Args:
+            trust_env_state: unpickle the env snapshot (``env_state.pkl``) so the next stats equal
+                those of an uninterrupted run; only for checkpoints you trust. Without it the envs are
+                reset with ``rlcore.checkpoint.resume_seed(config.seed, iteration)`` and every env
+                starts a fresh episode (a ``RuntimeWarning`` says so).
 
         Raises:
             FileNotFoundError: ``path`` holds no checkpoint.
+            CheckpointError: an old-format checkpoint (the message says how to convert a trusted
+                one), a ``trainer.pt`` that holds more than data, or a checkpoint of another trainer.
         """
-        path = Path(path)
-        if not (path / "trainer.pt").is_file():
-            raise FileNotFoundError(f"no checkpoint in {path} (expected trainer.pt)")
-        state = torch.load(path / "trainer.pt", weights_only=False)
-        self.algorithm.load_state_dict(state["algorithm"])
-        self.sampler.load_state_dict(state["sampler"], seed=self.config.seed + 1)
-        self.iteration = int(state["iteration"])
-        self.grad_steps = int(state["grad_steps"])
-        self._evaluations = int(state["evaluations"])
-        torch.set_rng_state(state["torch_rng"])
-        if state["cuda_rng"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        ckpt = checkpoint.load(path, trainer=_CHECKPOINT_KIND, trust_env_state=trust_env_state)
+        algorithm, sampler, rng = ckpt.part("algorithm"), dict(ckpt.part("sampler")), ckpt.part("rng")
+        iteration, grad_steps = int(ckpt.counter("iteration")), int(ckpt.counter("grad_steps"))
+        evaluations = int(ckpt.counter("evaluations"))
+        self.algorithm.load_state_dict(algorithm)
+        self.iteration, self.grad_steps, self._evaluations = iteration, grad_steps, evaluations
+        sampler["envs"] = ckpt.env_state
+        self.sampler.load_state_dict(sampler, seed=checkpoint.resume_seed(self.config.seed, iteration))
+        checkpoint.restore_rng(rng)
 
     @classmethod
     def resume(
@@ -235,8 +254,10 @@ class OnPolicyTrainer:
         config: OnPolicyTrainerConfig,
         eval_envs: gym.vector.VectorEnv | None = None,
         reward_fn: RewardFn | None = None,
+        trust_env_state: bool = False,
     ) -> OnPolicyTrainer:
-        """Build a trainer from fresh objects and load the checkpoint at ``path`` into it."""
+        """Build a trainer from fresh objects and load the checkpoint at ``path`` into it
+        (:meth:`load_checkpoint`, with ``trust_env_state``)."""
         trainer = cls(algorithm, envs, config=config, eval_envs=eval_envs, reward_fn=reward_fn)
-        trainer.load_checkpoint(path)
+        trainer.load_checkpoint(path, trust_env_state=trust_env_state)
         return trainer

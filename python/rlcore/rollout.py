@@ -25,7 +25,7 @@ Dimension letters: T time (vector steps), N envs, O observation shape, A action 
 
 from __future__ import annotations
 
-import pickle
+import copy
 import time
 import warnings
 from dataclasses import dataclass
@@ -328,18 +328,18 @@ class RolloutSampler:
         return rollout, stats
 
     def state_dict(self) -> dict[str, Any]:
-        """Current observations, pending NEXT_STEP resets, partial episodes and counters.
-
-        The sub-envs themselves are pickled when they allow it (classic control does, MuJoCo does
-        not), with the same rules as :meth:`rlcore.collector.Collector.state_dict`.
+        """Current observations, pending NEXT_STEP resets, partial episodes and counters (numpy
+        arrays and plain values), plus ``"envs"``: a deep copy of the sub-envs when they allow it
+        (classic control does, MuJoCo does not), else ``None``, with the same rules as
+        :meth:`rlcore.collector.Collector.state_dict`.
         """
-        blob: bytes | None = None
+        envs_copy: Any = None
         sub_envs = getattr(self.envs, "envs", None)
         if sub_envs is not None:
             try:
-                blob = pickle.dumps((sub_envs, getattr(self.envs, "_autoreset_envs", None)))
-            except Exception:  # noqa: BLE001 - any pickling failure means "not restorable"
-                blob = None
+                envs_copy = copy.deepcopy((sub_envs, getattr(self.envs, "_autoreset_envs", None)))
+            except Exception:  # noqa: BLE001 - any copying failure means "not restorable"
+                envs_copy = None
         return {
             "obs": None if self.obs is None else np.array(self.obs, copy=True),
             "reset_row": self._reset_row_N.copy(),
@@ -347,15 +347,16 @@ class RolloutSampler:
             "ep_length": self._ep_length_N.copy(),
             "env_steps": self.env_steps,
             "episodes": self.episodes,
-            "envs": blob,
+            "envs": envs_copy,
         }
 
     def load_state_dict(self, state: dict[str, Any], *, seed: int | None = None) -> None:
-        """Restore :meth:`state_dict`; without an env snapshot, reset the envs with ``seed`` (warns)."""
+        """Restore :meth:`state_dict`; without ``state["envs"]`` (``None``) reset the envs with
+        ``seed`` (warns): partial episodes are dropped and every env starts a fresh episode."""
         self.env_steps = int(state["env_steps"])
         self.episodes = int(state["episodes"])
-        if state["envs"] is not None and hasattr(self.envs, "envs"):
-            sub_envs, autoreset = pickle.loads(state["envs"])  # noqa: S301 - our own checkpoint
+        if state.get("envs") is not None and hasattr(self.envs, "envs"):
+            sub_envs, autoreset = copy.deepcopy(state["envs"])
             self.envs.envs = sub_envs
             if autoreset is not None:
                 setattr(self.envs, "_autoreset_envs", autoreset)  # noqa: B010 - private SyncVectorEnv state
@@ -365,7 +366,10 @@ class RolloutSampler:
             self._ep_length_N = state["ep_length"].copy()
         else:
             warnings.warn(
-                "the checkpoint holds no env snapshot (envs not picklable): envs are reset on resume",
+                "no env snapshot to restore (none was saved, e.g. MuJoCo envs, or it was not loaded: a "
+                "checkpoint's env snapshot is a pickle, loaded only with trust_env_state=True / "
+                f"--trust-env-state): the envs are reset (seed {seed}) and every env starts a fresh "
+                "episode (partial episodes are dropped)",
                 RuntimeWarning,
                 stacklevel=2,
             )

@@ -11,16 +11,17 @@ Contract:
   left early and started again continues where it stopped, and several trainers can be advanced
   side by side with ``zip``. The envs are reset once, before the first collection.
 * After any ``next()``, :meth:`save_checkpoint` stores algorithm (networks, optimizers, normaliser),
-  buffer, collector (env snapshot when the envs pickle), counters and the torch RNG; a fresh
-  trainer built the same way and given :meth:`load_checkpoint` yields the same next stats.
+  buffer (its own save format), collector, counters and the RNGs as data (:mod:`rlcore.checkpoint`),
+  plus an env snapshot in a file of its own when the envs pickle. A fresh trainer built the same
+  way and given :meth:`load_checkpoint` with ``trust_env_state=True`` yields the same next stats;
+  without it (the default: the snapshot is a pickle) the envs are reset with
+  :func:`rlcore.checkpoint.resume_seed` and every env starts a fresh episode.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import pickle
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore import checkpoint
 from rlcore._core import RawBuffer
 from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.collector import Collector, RewardFn, evaluate
@@ -45,6 +47,9 @@ __all__ = [
     "OnPolicyTrainer",  # defined in rlcore.onpolicy_trainer
     "OnPolicyTrainerConfig",
 ]
+
+
+_CHECKPOINT_KIND = "off-policy"
 
 
 def _buffer_beta(buffer: Any) -> float | None:
@@ -105,7 +110,7 @@ class OffPolicyTrainer:
     Args:
         algorithm: implements :class:`~rlcore.algos.common.OffPolicyAlgorithm` (DQN, DDPG, TD3, SAC).
         buffer: an rlcore replay buffer (``add``, ``sample``, ``__len__``; ``update_priorities`` and
-            ``beta`` when prioritized; ``state_dict``/``load_state_dict`` for checkpoints).
+            ``beta`` when prioritized; ``save``/``restore`` for checkpoints).
         envs: training vector env.
         config: the schedule.
         eval_envs: separate vector env for deterministic evaluation (``None``: no evaluation).
@@ -267,56 +272,74 @@ class OffPolicyTrainer:
     # ------------------------------------------------------------------ checkpoints
 
     def save_checkpoint(self, path: str | Path) -> Path:
-        """Write ``trainer.pt`` (algorithm, collector, counters, RNGs) and ``buffer.pkl`` into ``path``.
+        """Write a checkpoint into the directory ``path`` (:mod:`rlcore.checkpoint`): algorithm,
+        collector and RNG states in ``trainer.pt``, counters in ``counters.json``, the buffer with
+        ``buffer.save``, and the sub-envs in ``env_state.pkl`` when they pickle. Returns ``path``.
 
-        Returns the directory. The buffer is stored through its ``state_dict()``.
+        Raises:
+            CheckpointError: a state holds something a checkpoint cannot store, or the buffer has
+                no ``save``.
+            OSError: the directory cannot be written (a previous checkpoint there stays intact).
         """
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        state = {
-            "config": dataclasses.asdict(self.config),
-            "algorithm": self.algorithm.state_dict(),
-            "collector": self.collector.state_dict(),
-            "iteration": self.iteration,
-            "grad_steps": self.grad_steps,
-            "grad_credit": self._grad_credit,
-            "evaluations": self._evaluations,
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            "buffer_beta": _buffer_beta(self.buffer),
-        }
-        torch.save(state, path / "trainer.pt")
-        with open(path / "buffer.pkl", "wb") as f:
-            pickle.dump(self.buffer.state_dict(), f, protocol=pickle.HIGHEST_PROTOCOL)
-        (path / "meta.json").write_text(
-            json.dumps({"iteration": self.iteration, "env_steps": self.env_steps})
+        collector = self.collector.state_dict()
+        env_state = collector.pop("envs")
+        return checkpoint.save(
+            path,
+            trainer=_CHECKPOINT_KIND,
+            state={
+                "algorithm": self.algorithm.state_dict(),
+                "collector": collector,
+                "rng": checkpoint.capture_rng(),
+            },
+            counters={
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "grad_steps": self.grad_steps,
+                "grad_credit": self._grad_credit,
+                "evaluations": self._evaluations,
+                "buffer_beta": _buffer_beta(self.buffer),
+            },
+            buffer=self.buffer,
+            env_state=env_state,
+            info={
+                "config": dataclasses.asdict(self.config),
+                "buffer_capacity": getattr(self.buffer, "capacity", None),
+            },
         )
-        return path
 
-    def load_checkpoint(self, path: str | Path) -> None:
+    def load_checkpoint(self, path: str | Path, *, trust_env_state: bool = False) -> None:
         """Restore :meth:`save_checkpoint` into this trainer (built with the same algorithm, buffer
-        type and env constructors).
+        type and env constructors). Nothing from the files runs as code, except the env snapshot
+        when ``trust_env_state=True``.
+
+        Args:
+            trust_env_state: unpickle the env snapshot (``env_state.pkl``) to continue every env
+                exactly where it was: the next stats equal those of an uninterrupted run. Only for
+                checkpoints you trust. Without it the envs are reset with
+                ``rlcore.checkpoint.resume_seed(config.seed, iteration)`` and every env starts a
+                fresh episode (a ``RuntimeWarning`` says so); the buffer cuts the unfinished
+                episodes there, and everything else (algorithm, buffer, counters, RNGs) is restored.
 
         Raises:
             FileNotFoundError: ``path`` holds no checkpoint.
+            CheckpointError: an old-format checkpoint (the message says how to convert a trusted
+                one), a ``trainer.pt`` that holds more than data, or a checkpoint of another trainer.
+            SaveFileError: the buffer save is corrupt or does not fit this trainer's buffer.
         """
-        path = Path(path)
-        if not (path / "trainer.pt").is_file():
-            raise FileNotFoundError(f"no checkpoint in {path} (expected trainer.pt and buffer.pkl)")
-        state = torch.load(path / "trainer.pt", weights_only=False)
-        self.algorithm.load_state_dict(state["algorithm"])
-        with open(path / "buffer.pkl", "rb") as f:
-            self.buffer.load_state_dict(pickle.load(f))  # noqa: S301 - our own checkpoint
-        self.collector.load_state_dict(state["collector"], seed=self.config.seed + 1)
-        self.iteration = int(state["iteration"])
-        self.grad_steps = int(state["grad_steps"])
-        self._grad_credit = float(state["grad_credit"])
-        self._evaluations = int(state["evaluations"])
-        torch.set_rng_state(state["torch_rng"])
-        if state["cuda_rng"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
-        if state["buffer_beta"] is not None:
-            self.buffer.beta = state["buffer_beta"]
+        ckpt = checkpoint.load(path, trainer=_CHECKPOINT_KIND, trust_env_state=trust_env_state)
+        algorithm, collector, rng = ckpt.part("algorithm"), dict(ckpt.part("collector")), ckpt.part("rng")
+        iteration, grad_steps = int(ckpt.counter("iteration")), int(ckpt.counter("grad_steps"))
+        grad_credit, evaluations = float(ckpt.counter("grad_credit")), int(ckpt.counter("evaluations"))
+        beta = ckpt.counter("buffer_beta")
+        ckpt.restore_buffer(self.buffer)
+        self.algorithm.load_state_dict(algorithm)
+        self.iteration, self.grad_steps = iteration, grad_steps
+        self._grad_credit, self._evaluations = grad_credit, evaluations
+        collector["envs"] = ckpt.env_state
+        self.collector.load_state_dict(collector, seed=checkpoint.resume_seed(self.config.seed, iteration))
+        checkpoint.restore_rng(rng)
+        if beta is not None:
+            self.buffer.beta = float(beta)
 
     @classmethod
     def resume(
@@ -329,8 +352,10 @@ class OffPolicyTrainer:
         config: OffPolicyTrainerConfig,
         eval_envs: gym.vector.VectorEnv | None = None,
         reward_fn: RewardFn | None = None,
+        trust_env_state: bool = False,
     ) -> OffPolicyTrainer:
-        """Build a trainer from fresh objects and load the checkpoint at ``path`` into it."""
+        """Build a trainer from fresh objects and load the checkpoint at ``path`` into it
+        (:meth:`load_checkpoint`, with ``trust_env_state``)."""
         trainer = cls(algorithm, buffer, envs, config=config, eval_envs=eval_envs, reward_fn=reward_fn)
-        trainer.load_checkpoint(path)
+        trainer.load_checkpoint(path, trust_env_state=trust_env_state)
         return trainer
