@@ -11,8 +11,9 @@ A save is a directory ``d`` (DESIGN.md "Durability")::
         000.npy, 001.npy ...  one .npy file per state part (the manifest maps part names to
                              files), so file names never depend on column names: any ``str``
                              is a valid column name for save and load
-    d/rlcore.lock            an empty file: saves lock it exclusively, loads share it
-                             (``fcntl.flock``); it is kept, do not delete it while saving
+    d/rlcore.lock            an empty file that saves lock exclusively and loads share
+                             (``fcntl.flock``); created by the first save (or a load that can
+                             write ``d``) and kept
 
 Guarantees:
 
@@ -22,7 +23,9 @@ Guarantees:
   lists (and the marker) in exactly the folder it names, and the folder if that leaves it
   empty. Nothing else in ``d`` is touched, whatever its name.
 - A save that fails (any exception: a full disk, a write error, Ctrl-C) removes what it created
-  and nothing else; the previous save stays loadable.
+  and nothing else (a first save into a new directory leaves that directory and its lock file);
+  the previous save stays loadable. If only the final fsync of ``d`` fails, the new save is
+  in place but the previous generation is kept too.
 - Concurrent saves into one directory, from threads or processes, take turns on the lock; the
   last to commit wins and the directory always holds one complete save. Loads hold the lock
   shared, so no save removes the folder a load is reading.
@@ -364,21 +367,24 @@ class Save:
     :func:`open_save`). ``config`` and ``schema`` are the manifest's; :meth:`arrays` reads the
     state parts."""
 
-    def __init__(self, root: Path, manifest: Mapping[str, Any]) -> None:
+    def __init__(
+        self, root: Path, manifest: Mapping[str, Any], files: dict[str, tuple[str, int | None]]
+    ) -> None:
         self.root = root
         self.config: dict[str, Any] = manifest["config"]
         self.schema: dict[str, Any] = manifest["schema"]
         self.class_name = manifest.get("class")
         self._data_dir: str = manifest["data_dir"]
         # part name -> (file name, CRC-32C or None for version 1)
-        self._files: dict[str, tuple[str, int | None]] = manifest["_files"]
+        self._files = files
 
     def arrays(self, layout: Layout) -> dict[str, np.ndarray]:
         """The state parts named by ``layout``, as read-only memory-mapped arrays.
 
         First every part's ``.npy`` header (dtype, shape, C order) and file size is checked
-        against ``layout`` (a few hundred bytes read per file), then every file's CRC-32C against
-        the manifest; only then are the arrays mapped. Nothing of the data's size is allocated.
+        against ``layout`` (a few hundred bytes read per file), then every file is mapped (not
+        copied) and its CRC-32C checked against the manifest. Nothing of the data's size is
+        allocated.
 
         Raises:
             SaveFileError: a part missing from the manifest or not in ``layout``, a file that
@@ -401,11 +407,13 @@ class Save:
             )
         folder = self.root / self._data_dir
         placed = []
-        for name, dtype, shape in layout:
+        for name, dtype_name, shape in layout:
             fname, crc = self._files[name]
             where = f"{self.root}: {self._data_dir}/{fname} (state part {name!r})"
-            offset, size = _check_header(folder / fname, where, np.dtype(dtype), tuple(shape))
-            placed.append((name, folder / fname, where, crc, np.dtype(dtype), tuple(shape), offset, size))
+            offset, size = _check_header(folder / fname, where, np.dtype(dtype_name), tuple(shape))
+            placed.append(
+                (name, folder / fname, where, crc, np.dtype(dtype_name), tuple(shape), offset, size)
+            )
         views = [_map(path, where, size) for _, path, where, _, _, _, _, size in placed]
         # checksums of several files at once (the core releases the GIL), the largest first
         order = sorted(range(len(views)), key=lambda k: -len(views[k]))
@@ -481,10 +489,11 @@ def open_save(path: str | os.PathLike[str]) -> Iterator[Save]:
     """
     root = Path(path)
     with _locked(root, exclusive=False):
-        yield Save(root, _read_manifest(root))
+        yield Save(root, *_read_manifest(root))
 
 
-def _read_manifest(root: Path) -> dict[str, Any]:
+def _read_manifest(root: Path) -> tuple[dict[str, Any], dict[str, tuple[str, int | None]]]:
+    """The checked manifest of ``root`` and its files: part name -> (file name, CRC-32C or None)."""
     mpath = root / MANIFEST
     try:
         text = mpath.read_text(encoding="utf-8")
@@ -520,7 +529,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     files = m["files"]
     if not isinstance(files, dict):
         raise SaveFileError(f"{mpath}: 'files' must map state parts to files")
-    parsed: dict[str, tuple[str, int | None]] = {}
+    parsed: dict[str, tuple[Any, int | None]] = {}  # file names are checked below
     for part, entry in files.items():
         if version == VERSION:
             if not (
@@ -542,5 +551,4 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         raise SaveFileError(f"{mpath} names a data folder or file that rlcore does not write")
     if len({f for f, _ in parsed.values()}) != len(parsed):
         raise SaveFileError(f"{mpath} names one file for two state parts")
-    m["_files"] = parsed
-    return m
+    return m, parsed
