@@ -699,12 +699,15 @@ def test_load_of_a_file_or_a_manifest_pointing_elsewhere_raises_save_file_error(
 
     m = json.loads((tmp_path / "b" / "manifest.json").read_text())
     other = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    from rlcore.persist import seal
+
     for field, value in [
         ("data_dir", f"../a/{other['data_dir']}"),
         ("data_dir", ".."),
-        ("files", {"rew": "/etc/passwd"}),
+        ("files", {"rew": {**m["files"]["rew"], "file": "/etc/passwd"}}),
     ]:
         bad_m = {**m, field: value if field == "data_dir" else {**m["files"], **value}}
+        bad_m["checksum"] = seal(bad_m)  # a valid checksum does not make it acceptable
         (tmp_path / "b" / "manifest.json").write_text(json.dumps(bad_m))
         with pytest.raises(SaveFileError, match="plain name"):
             rlcore.ReplayBuffer.load(tmp_path / "b")

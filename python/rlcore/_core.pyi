@@ -24,6 +24,8 @@ __all__ = [
     "__version__",
     "_compute_gae",
     "_compute_nstep_returns",
+    "_crc32c",
+    "_state_layout",
 ]
 
 class RlcoreError(Exception): ...
@@ -150,3 +152,11 @@ def _compute_gae(
 def _compute_nstep_returns(
     rew: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, n_step: int, gamma: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+def _state_layout(
+    capacity: int,
+    num_envs: int,
+    obs: Sequence[tuple[str, str, Sequence[int]]],
+    step: Sequence[tuple[str, str, Sequence[int]]],
+    prioritized: bool,
+) -> list[tuple[str, str, list[int]]]: ...
+def _crc32c(data: np.ndarray, value: int = 0) -> int: ...

@@ -13,18 +13,16 @@ wrapper that packs the Rust result into a :class:`~rlcore.batch.TransitionBatch`
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
-import shutil
-import uuid
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
+from rlcore import persist
 from rlcore._core import MAX_PRIORITY as _MAX_PRIORITY
-from rlcore._core import AddResult, RawBuffer
+from rlcore._core import AddResult, RawBuffer, _state_layout
 from rlcore.batch import TransitionBatch
 from rlcore.errors import ApiUsageError, InvalidValueError, RlcoreError, SaveFileError, ShapeError
 
@@ -35,8 +33,6 @@ __all__ = [
     "ReplayBuffer",
 ]
 
-_FORMAT = "rlcore-buffer"
-_FORMAT_VERSION = 1
 _new_batch = tuple.__new__
 
 
@@ -340,17 +336,39 @@ class ReplayBuffer(RawBuffer):
 
     @classmethod
     def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
-        return ReplayBuffer(config["capacity"], num_envs=config["num_envs"])
+        return cls(config["capacity"], num_envs=config["num_envs"])
+
+    def _snapshot(self) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
+        """(schema, state parts) taken together: if another thread's first add declares the
+        columns in between, take both again."""
+        while True:
+            obs, step = self._schema()
+            parts = self._state_parts()  # fresh arrays, owned by the caller
+            if self._schema() == (obs, step):
+                return {"obs": [list(s) for s in obs], "step": [list(s) for s in step]}, parts
 
     def state_dict(self) -> dict[str, Any]:
         """A deep copy of the whole state: ``{"config", "schema", "arrays"}`` (JSON-able config
         and schema, numpy arrays). Restores exactly with :meth:`load_state_dict`."""
-        obs, step = self._schema()
-        return {
-            "config": self._config(),
-            "schema": {"obs": [list(s) for s in obs], "step": [list(s) for s in step]},
-            "arrays": dict(self._state_parts()),  # fresh arrays, owned by the caller
-        }
+        schema, parts = self._snapshot()
+        return {"config": self._config(), "schema": schema, "arrays": dict(parts)}
+
+    def _check_fits(self, config: Mapping[str, Any], schema: Any) -> tuple[list[Any], list[Any]]:
+        """The (obs, step) column specs of a state's ``schema`` after checking that a state of
+        this ``config`` and ``schema`` fits this buffer (raises SaveFileError otherwise)."""
+        try:
+            obs = [(s[0], s[1], tuple(s[2])) for s in schema["obs"]]
+            step = [(s[0], s[1], tuple(s[2])) for s in schema["step"]]
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise SaveFileError(f"not a buffer state (config, schema, arrays): {e!r}") from e
+        mine = self._config()
+        for key in ("kind", "capacity", "num_envs"):
+            if config.get(key) != mine[key]:
+                raise SaveFileError(f"state has {key}={config.get(key)!r}, this buffer has {mine[key]!r}")
+        cur_obs, cur_step = self._schema()
+        if cur_step and ([tuple(s) for s in cur_obs] != obs or [tuple(s) for s in cur_step] != step):
+            raise SaveFileError(f"state columns {obs + step} differ from this buffer's {cur_obs + cur_step}")
+        return obs, step
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Copy a :meth:`state_dict` into this buffer's existing memory (same kind, capacity,
@@ -363,70 +381,44 @@ class ReplayBuffer(RawBuffer):
             config = dict(state["config"])
             schema = state["schema"]
             arrays = dict(state["arrays"])
-            obs = [(s[0], s[1], tuple(s[2])) for s in schema["obs"]]
-            step = [(s[0], s[1], tuple(s[2])) for s in schema["step"]]
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise SaveFileError(f"not a buffer state (config, schema, arrays): {e!r}") from e
-        mine = self._config()
-        for key in ("kind", "capacity", "num_envs"):
-            if config.get(key) != mine[key]:
-                raise SaveFileError(f"state has {key}={config.get(key)!r}, this buffer has {mine[key]!r}")
-        cur_obs, cur_step = self._schema()
-        if cur_step and ([tuple(s) for s in cur_obs] != obs or [tuple(s) for s in cur_step] != step):
-            raise SaveFileError(f"state columns {obs + step} differ from this buffer's {cur_obs + cur_step}")
+        obs, step = self._check_fits(config, schema)
         # a buffer without columns declares them and loads in one core call (undone on error)
         self._load_state(arrays, obs, step)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore, (type(self), self.state_dict()))
+        # the class itself (a subclass stays a subclass) and a subclass's own attributes
+        return (_restore, (type(self), self.state_dict()), _instance_state(self))
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Save to directory ``path``: one ``.npy`` file per array plus ``manifest.json``.
+        """Save to directory ``path`` (created if needed): the state as one ``.npy`` file per
+        array in a fresh data folder, then ``manifest.json`` (config, columns, a CRC-32 of every
+        file and of itself), written last and atomically; format and guarantees in
+        :mod:`rlcore.persist`.
 
-        The arrays go to a fresh subdirectory; the manifest, which names it, is written last
-        and atomically (write to a temporary file, fsync, rename), so a crash mid-save leaves
-        the previous save intact. Older data subdirectories are removed afterwards.
+        A crash or error mid-save leaves the previous save loadable and nothing of this one
+        behind. Once the new manifest is durable, only the data folder of the manifest it
+        replaced is removed, and the data folder of an earlier save that was killed before its
+        manifest (proven by rlcore's marker file in it); other files and folders in ``path``
+        are never touched, whatever their names. Concurrent
+        saves into one directory (threads or processes) take turns on the lock file
+        ``path/rlcore.lock``: the last one wins. Column names can be any ``str`` (file names do
+        not depend on them).
 
         Raises:
-            OSError: the directory cannot be written.
+            OSError: the directory cannot be written (e.g. a full disk).
         """
-        root = Path(path)
-        root.mkdir(parents=True, exist_ok=True)
-        data_dir = root / f"data-{uuid.uuid4().hex[:12]}"
-        data_dir.mkdir()
-        files = {}
-        for k, (name, arr) in enumerate(self._state_parts()):
-            fname = f"{k:03d}_{name.replace(':', '_').replace('/', '_')}.npy"
-            with open(data_dir / fname, "wb") as f:
-                np.save(f, arr, allow_pickle=False)
-            files[name] = fname
-        # flushed to disk after all files are written (the kernel writes them back together)
-        for fname in files.values():
-            fd = os.open(data_dir / fname, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        obs, step = self._schema()
-        manifest = {
-            "format": _FORMAT,
-            "version": _FORMAT_VERSION,
-            "class": type(self).__name__,
-            "config": self._config(),
-            "schema": {"obs": [list(s) for s in obs], "step": [list(s) for s in step]},
-            "len": len(self),
-            "data_dir": data_dir.name,
-            "files": files,
-        }
-        tmp = root / f"manifest.json.tmp-{uuid.uuid4().hex[:8]}"
-        with open(tmp, "w") as f:
-            json.dump(manifest, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, root / "manifest.json")
-        for old in root.glob("data-*"):
-            if old.name != data_dir.name:
-                shutil.rmtree(old, ignore_errors=True)
+        schema, parts = self._snapshot()
+        length = sum(int(a.sum()) for name, a in parts if name == "env.n_trans")
+        persist.write(
+            path,
+            config=self._config(),
+            schema=schema,
+            length=length,
+            class_name=type(self).__name__,
+            parts=parts,
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> ReplayBuffer:
@@ -434,48 +426,57 @@ class ReplayBuffer(RawBuffer):
         cursors, priorities and RNG state included). HER buffers saved with a Python reward
         need ``compute_reward=...`` again (callables are not saved).
 
+        ``SubClass.load(path)`` of a save of the same kind returns a ``SubClass``; through a base
+        class (``ReplayBuffer.load`` of a prioritized save) it returns the kind's rlcore class.
+        The class name in the manifest is never imported: loading runs no code from the save.
+
+        Before anything of the buffer's size is allocated, the manifest's checksum, its config
+        and columns, every file's ``.npy`` header and size, and every file's checksum are
+        checked, so a corrupt or edited save costs milliseconds and no memory.
+
         Raises:
-            SaveFileError: missing or unreadable manifest or array file, or inconsistent data.
+            SaveFileError: missing, unreadable, corrupt or edited manifest or array file (the
+                message names it), inconsistent data, or a save of another kind than ``cls``.
+            ApiUsageError: a HER save with a Python reward and no ``compute_reward``.
         """
-        root = Path(path)
-        manifest = _read_manifest(root)
-        try:
-            return cls._load_from_manifest(root, manifest, **kwargs)
-        except (SaveFileError, ApiUsageError):
-            raise
-        except (KeyError, TypeError, AttributeError, ValueError, RlcoreError) as e:
-            raise SaveFileError(f"{root}/manifest.json is malformed or does not match its data: {e!r}") from e
+        with persist.open_save(path) as save:
+            klass = cls._class_for(save)
+            arrays = save.arrays(_saved_layout(save))
+            with _as_save_error(save):
+                buf = klass._from_config(save.config, **kwargs)
+                buf.load_state_dict(save.state(arrays))
+        return buf
 
     @classmethod
-    def _load_from_manifest(cls, root: Path, manifest: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
-        config = manifest["config"]
-        kind = config.get("kind")
-        klass = _KINDS.get(kind)
+    def _class_for(cls, save: persist.Save) -> type[ReplayBuffer]:
+        """The class ``cls.load`` builds for ``save``: ``cls`` if it is of the save's kind, else
+        the kind's class if that is a subclass of ``cls``."""
+        kind = save.config.get("kind")
+        klass = _KINDS.get(kind) if isinstance(kind, str) else None
         if klass is None:
-            raise SaveFileError(f"{root}: unknown buffer kind {kind!r}")
-        if not issubclass(klass, cls):
-            raise SaveFileError(f"{root} holds a {klass.__name__}, not a {cls.__name__}")
-        buf = klass._from_config(config, **kwargs)
-        buf.load_state_dict(_read_state(root, manifest))
-        return buf
+            raise SaveFileError(f"{save.root}: unknown buffer kind {kind!r}")
+        if cls._kind == kind and issubclass(cls, klass):
+            return cls
+        if issubclass(klass, cls):
+            return klass
+        raise SaveFileError(f"{save.root} holds a {klass.__name__}, not a {cls.__name__}")
 
     def restore(self, path: str | os.PathLike[str]) -> None:
         """Copy the save at ``path`` into this buffer's existing memory (same kind, capacity,
         num_envs and columns), as :meth:`load_state_dict` does with a state; nothing changes
-        unless the whole save is valid. Trainers restore their buffer from a checkpoint this way.
+        unless the whole save is valid. Every check of :meth:`load` is made first (manifest
+        checksum, headers, sizes, file checksums, the episode index). Trainers restore their
+        buffer from a checkpoint this way.
 
         Raises:
-            SaveFileError: missing, unreadable or inconsistent save, or one that does not fit
-                this buffer.
+            SaveFileError: missing, unreadable, corrupt or edited save (the message names the
+                file), or one that does not fit this buffer.
         """
-        root = Path(path)
-        manifest = _read_manifest(root)
-        try:
-            self.load_state_dict(_read_state(root, manifest))
-        except (SaveFileError, ApiUsageError):
-            raise
-        except (KeyError, TypeError, AttributeError, ValueError, RlcoreError) as e:
-            raise SaveFileError(f"{root}/manifest.json is malformed or does not match its data: {e!r}") from e
+        with persist.open_save(path) as save:
+            self._check_fits(save.config, save.schema)
+            arrays = save.arrays(_saved_layout(save))
+            with _as_save_error(save):
+                self.load_state_dict(save.state(arrays))
 
     def __repr__(self) -> str:
         return (
@@ -484,59 +485,77 @@ class ReplayBuffer(RawBuffer):
         )
 
 
-def _read_state(root: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The state (``state_dict`` form) of the save at ``root`` described by ``manifest``."""
-    config = manifest["config"]
-    arrays = {}
-    data_dir = root / manifest["data_dir"]
-    for name, fname in manifest["files"].items():
-        try:
-            arrays[name] = np.load(data_dir / fname, allow_pickle=False)
-        except FileNotFoundError as e:
-            raise SaveFileError(f"{root}: array file {manifest['data_dir']}/{fname} is missing") from e
-        except (ValueError, OSError, EOFError) as e:
-            raise SaveFileError(f"{root}: array file {manifest['data_dir']}/{fname} is corrupt ({e})") from e
-    return {"config": config, "schema": manifest["schema"], "arrays": arrays}
+def _saved_layout(save: persist.Save) -> list[tuple[str, str, tuple[int, ...]]]:
+    """The state parts (name, dtype, shape) that a buffer of the save's config and columns has,
+    from the core, without building it.
+
+    Raises:
+        SaveFileError: a config or schema that no buffer has (capacity or num_envs not a
+            positive integer, fewer than 2 rows per env, malformed columns, unknown dtype).
+    """
+    config, schema = save.config, save.schema
+
+    def specs(x: Any) -> list[tuple[str, str, tuple[int, ...]]]:
+        if not isinstance(x, list):
+            raise TypeError(f"columns must be a list, got {type(x).__name__}")
+        out = []
+        for s in x:
+            name, dtype, shape = s
+            if not (isinstance(name, str) and isinstance(dtype, str) and isinstance(shape, list)):
+                raise TypeError(f"column {s!r} is not [name, dtype, shape]")
+            if not all(type(d) is int and d >= 0 for d in shape):
+                raise ValueError(f"column {name!r} has shape {shape!r}")
+            out.append((name, dtype, tuple(shape)))
+        return out
+
+    try:
+        capacity, num_envs, kind = config["capacity"], config["num_envs"], config["kind"]
+        if type(capacity) is not int or type(num_envs) is not int or capacity < 1 or num_envs < 1:
+            raise ValueError(f"capacity={capacity!r} and num_envs={num_envs!r} must be integers >= 1")
+        per = kind == "prioritized" or (kind == "her" and config.get("prioritized") is True)
+        layout = _state_layout(capacity, num_envs, specs(schema["obs"]), specs(schema["step"]), per)
+    except (KeyError, TypeError, ValueError, OverflowError, RlcoreError) as e:
+        raise SaveFileError(
+            f"{save.root}/manifest.json: its config and schema describe no buffer: {e}"
+        ) from e
+    return [(name, dtype, tuple(shape)) for name, dtype, shape in layout]
 
 
-def _restore(klass: type[ReplayBuffer], state: Mapping[str, Any]) -> ReplayBuffer:
-    buf = klass._from_config(state["config"])
+@contextlib.contextmanager
+def _as_save_error(save: persist.Save) -> Iterator[None]:
+    """Report a manifest whose config or state a buffer refuses as a SaveFileError."""
+    try:
+        yield
+    except (SaveFileError, ApiUsageError):
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError, RlcoreError) as e:
+        raise SaveFileError(
+            f"{save.root}/manifest.json is malformed or does not match its data: {e!r}"
+        ) from e
+
+
+def _instance_state(buf: ReplayBuffer) -> tuple[dict[str, Any] | None, dict[str, Any]] | None:
+    """A subclass's own attributes (its ``__dict__`` and ``__slots__``) for pickle and copy."""
+    slots = {}
+    for klass in type(buf).__mro__:
+        if klass.__module__ == __name__ or klass in (RawBuffer, object):
+            continue
+        names = klass.__dict__.get("__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            if name not in ("__dict__", "__weakref__") and hasattr(buf, name):
+                slots[name] = getattr(buf, name)
+    attrs = getattr(buf, "__dict__", None) or None
+    return (attrs, slots) if attrs or slots else None
+
+
+def _restore(
+    klass: type[ReplayBuffer], state: Mapping[str, Any], compute_reward: Callable[..., Any] | None = None
+) -> ReplayBuffer:
+    """Unpickle: a ``klass`` (the pickled buffer's own class) holding ``state``."""
+    kwargs = {} if compute_reward is None else {"compute_reward": compute_reward}
+    buf = klass._from_config(state["config"], **kwargs)
     buf.load_state_dict(state)
     return buf
-
-
-def _read_manifest(root: Path) -> dict[str, Any]:
-    mpath = root / "manifest.json"
-    try:
-        text = mpath.read_text()
-    except FileNotFoundError as e:
-        raise SaveFileError(
-            f"{root}: no manifest.json (not a saved rlcore buffer, or the save never finished)"
-        ) from e
-    except (NotADirectoryError, IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
-        raise SaveFileError(f"{root} is not a readable saved rlcore buffer directory: {e}") from e
-    try:
-        manifest = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SaveFileError(f"{mpath} is corrupt: {e}") from e
-    if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
-        raise SaveFileError(f"{mpath} is not an rlcore buffer manifest")
-    if manifest.get("version") != _FORMAT_VERSION:
-        raise SaveFileError(
-            f"{mpath} has format version {manifest.get('version')}, expected {_FORMAT_VERSION}"
-        )
-    for key in ("config", "schema", "data_dir", "files"):
-        if key not in manifest:
-            raise SaveFileError(f"{mpath} lacks '{key}'")
-    names = [
-        manifest["data_dir"],
-        *(manifest["files"].values() if isinstance(manifest["files"], dict) else [None]),
-    ]
-    for name in names:
-        # plain names only: a manifest must not point outside its own directory
-        if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name:
-            raise SaveFileError(f"{mpath} names a file or directory that is not a plain name: {name!r}")
-    return manifest
 
 
 def _offline_capacity(
@@ -660,7 +679,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     @classmethod
     def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
-        return PrioritizedReplayBuffer(
+        return cls(
             config["capacity"],
             num_envs=config["num_envs"],
             alpha=config["alpha"],
@@ -900,7 +919,7 @@ class HERReplayBuffer(ReplayBuffer):
             if config.get("prioritized")
             else {}
         )
-        return HERReplayBuffer(
+        return cls(
             config["capacity"],
             num_envs=config["num_envs"],
             strategy=config["strategy"],
@@ -913,13 +932,12 @@ class HERReplayBuffer(ReplayBuffer):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore_her, (self.state_dict(), self._compute_reward))
+        return (_restore, (type(self), self.state_dict(), self._compute_reward), _instance_state(self))
 
 
-def _restore_her(state: Mapping[str, Any], compute_reward: Callable[..., Any] | None) -> HERReplayBuffer:
-    buf = HERReplayBuffer._from_config(state["config"], compute_reward=compute_reward)
-    buf.load_state_dict(state)
-    return buf  # type: ignore[return-value]
+def _restore_her(state: Mapping[str, Any], compute_reward: Callable[..., Any] | None) -> ReplayBuffer:
+    """Unpickle a HER buffer pickled before subclasses kept their class."""
+    return _restore(HERReplayBuffer, state, compute_reward)
 
 
 _KINDS: dict[str, type[ReplayBuffer]] = {

@@ -6,10 +6,12 @@
 //!   caller-owned arrays;
 //! - [`episodes`]: O(1) episode queries; [`per`]: priority updates over [`sumtree`];
 //! - [`gae`]: GAE and n-step returns on raw arrays; [`state`]: export/import for save/load;
+//!   [`checksum`]: CRC-32C of saved files;
 //! - [`validate`]: range checks of count, seed, index and priority arguments.
 //!
 //! Semantics are specified in DESIGN.md ("Returns, relabeling, priorities — exact semantics").
 
+pub mod checksum;
 pub mod dtype;
 pub mod episodes;
 pub mod error;

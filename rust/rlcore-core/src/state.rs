@@ -7,8 +7,8 @@ use crate::dtype::DType;
 use crate::error::{CoreError, Result};
 use crate::rng::Rng;
 use crate::storage::{
-    ReplayCore, F_CUT, F_EP_START, F_TERMINAL, F_TRANSITION, OFF_EP_ID, OFF_FLAGS, OFF_REW,
-    OFF_TERM, OFF_TRUNC,
+    segment_len_for, ColumnSpec, ReplayCore, F_CUT, F_EP_START, F_TERMINAL, F_TRANSITION,
+    OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC,
 };
 
 /// One named array of the state. `bytes` is C-contiguous, native byte order.
@@ -68,6 +68,72 @@ fn scatter_rows(data: &mut [u8], rec: usize, rows: usize, fields: &[(usize, usiz
     }
 }
 
+/// The per-row fields every buffer has, in state-part order: (name, dtype, record offset).
+const FIXED_ROW_FIELDS: [(&str, DType, usize); 5] = [
+    ("rew", DType::F32, OFF_REW),
+    ("terminated", DType::U8, OFF_TERM),
+    ("truncated", DType::U8, OFF_TRUNC),
+    ("flags", DType::U8, OFF_FLAGS),
+    ("ep_id", DType::U64, OFF_EP_ID),
+];
+
+/// The state layout of a buffer of `rows` rows (a multiple of `num_envs`) with `columns`
+/// (observation columns, then step columns; none before the first add).
+fn layout(rows: usize, num_envs: usize, columns: &[&ColumnSpec], per: bool) -> Vec<PartLayout> {
+    let mut out: Vec<PartLayout> = Vec::new();
+    for c in columns {
+        let mut shape = vec![rows];
+        shape.extend_from_slice(&c.shape);
+        out.push((format!("col:{}", c.name), c.dtype, shape));
+    }
+    for (name, dtype, _) in FIXED_ROW_FIELDS {
+        out.push((name.into(), dtype, vec![rows]));
+    }
+    out.push(("ep_start".into(), DType::U64, vec![rows]));
+    out.push(("ep_end".into(), DType::U64, vec![rows]));
+    for name in [
+        "env.head",
+        "env.open",
+        "env.next_ep",
+        "env.ep_len",
+        "env.n_trans",
+    ] {
+        out.push((name.into(), DType::U64, vec![num_envs]));
+    }
+    out.push(("env.ep_return".into(), DType::F64, vec![num_envs]));
+    out.push(("rng".into(), DType::U64, vec![4]));
+    if per {
+        out.push(("per.priorities".into(), DType::F64, vec![rows]));
+        out.push(("per.max_p".into(), DType::F64, vec![1]));
+        // per row: the transition last handed out (the name predates add handing out rows)
+        out.push(("per.sampled".into(), DType::U64, vec![rows]));
+    }
+    out
+}
+
+/// The name, dtype and shape of every state part that a buffer built with `capacity`,
+/// `num_envs`, the columns `obs` + `step` (both empty for a buffer without columns) and
+/// prioritized replay on or off has, in [`ReplayCore::state_parts`] order, without building
+/// the buffer or allocating its storage. A loader checks a save's files against this before
+/// it allocates anything.
+///
+/// Errors: `InvalidValue` for a capacity or num_envs that [`ReplayCore::new`] refuses.
+pub fn state_layout_for(
+    capacity: usize,
+    num_envs: usize,
+    obs: &[ColumnSpec],
+    step: &[ColumnSpec],
+    prioritized: bool,
+) -> Result<Vec<PartLayout>> {
+    let rows = segment_len_for(capacity, num_envs)? * num_envs;
+    let columns: Vec<&ColumnSpec> = if step.is_empty() {
+        Vec::new()
+    } else {
+        obs.iter().chain(step.iter()).collect()
+    };
+    Ok(layout(rows, num_envs, &columns, prioritized))
+}
+
 impl ReplayCore {
     /// After a load: every transition row was handed out by the add that wrote it (in the
     /// process that saved it), so its record names the transition it holds. Saves written
@@ -103,14 +169,8 @@ impl ReplayCore {
                 ));
             }
         }
-        for (name, dtype, off, w) in [
-            ("rew", DType::F32, OFF_REW, 4),
-            ("terminated", DType::U8, OFF_TERM, 1),
-            ("truncated", DType::U8, OFF_TRUNC, 1),
-            ("flags", DType::U8, OFF_FLAGS, 1),
-            ("ep_id", DType::U64, OFF_EP_ID, 8),
-        ] {
-            out.push((name.to_string(), dtype, vec![rows], off, w));
+        for (name, dtype, off) in FIXED_ROW_FIELDS {
+            out.push((name.to_string(), dtype, vec![rows], off, dtype.size()));
         }
         out
     }
@@ -118,32 +178,16 @@ impl ReplayCore {
     /// Name, dtype and shape of every state part, in the order [`ReplayCore::export_state`]
     /// fills them (no data is copied).
     pub fn state_layout(&self) -> Vec<PartLayout> {
-        let (rows, n) = (self.rows, self.num_envs);
-        let mut out: Vec<PartLayout> = self
-            .row_fields()
-            .into_iter()
-            .map(|(name, dtype, shape, _, _)| (name, dtype, shape))
-            .collect();
-        out.push(("ep_start".into(), DType::U64, vec![rows]));
-        out.push(("ep_end".into(), DType::U64, vec![rows]));
-        for name in [
-            "env.head",
-            "env.open",
-            "env.next_ep",
-            "env.ep_len",
-            "env.n_trans",
-        ] {
-            out.push((name.into(), DType::U64, vec![n]));
-        }
-        out.push(("env.ep_return".into(), DType::F64, vec![n]));
-        out.push(("rng".into(), DType::U64, vec![4]));
-        if self.per.is_some() {
-            out.push(("per.priorities".into(), DType::F64, vec![rows]));
-            out.push(("per.max_p".into(), DType::F64, vec![1]));
-            // per row: the transition last handed out (the name predates add handing out rows)
-            out.push(("per.sampled".into(), DType::U64, vec![rows]));
-        }
-        out
+        let columns: Vec<&ColumnSpec> = if self.has_schema() {
+            self.obs_cols
+                .iter()
+                .chain(self.step_cols.iter())
+                .map(|c| &c.spec)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        layout(self.rows, self.num_envs, &columns, self.per.is_some())
     }
 
     /// Write every state part into `dsts` (one per [`ReplayCore::state_layout`] entry, each of
@@ -492,5 +536,58 @@ impl ReplayCore {
         }
         self.settle_hand_outs();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs() -> (Vec<ColumnSpec>, Vec<ColumnSpec>) {
+        (
+            vec![
+                ColumnSpec::new("obs.pos", DType::F32, vec![3]),
+                ColumnSpec::new("obs.tag", DType::I16, vec![]),
+            ],
+            vec![
+                ColumnSpec::new("act", DType::I64, vec![]),
+                ColumnSpec::new("a\\b/../\0x", DType::U8, vec![2, 2]),
+            ],
+        )
+    }
+
+    #[test]
+    fn state_layout_for_equals_the_layout_of_the_built_buffer() {
+        for per in [false, true] {
+            for (capacity, num_envs) in [(10, 2), (11, 3), (2, 1)] {
+                let (obs, step) = specs();
+                let mut core = ReplayCore::new(capacity, num_envs, 0).unwrap();
+                if per {
+                    core.enable_per(0.6, 0.4, 1e-6).unwrap();
+                }
+                // before the columns exist, then after
+                let bare = state_layout_for(capacity, num_envs, &obs, &[], per).unwrap();
+                assert_eq!(bare, core.state_layout());
+                core.declare(obs.clone(), step.clone()).unwrap();
+                let full = state_layout_for(capacity, num_envs, &obs, &step, per).unwrap();
+                assert_eq!(full, core.state_layout());
+                let exported: Vec<PartLayout> = core
+                    .state_parts()
+                    .into_iter()
+                    .map(|p| (p.name, p.dtype, p.shape))
+                    .collect();
+                assert_eq!(full, exported);
+            }
+        }
+    }
+
+    #[test]
+    fn state_layout_for_refuses_what_new_refuses_without_allocating() {
+        let (obs, step) = specs();
+        assert!(state_layout_for(3, 2, &obs, &step, false).is_err());
+        assert!(state_layout_for(10, 0, &obs, &step, false).is_err());
+        // a huge capacity costs nothing: only the shapes are computed
+        let big = state_layout_for(1 << 50, 1, &obs, &step, true).unwrap();
+        assert_eq!(big[0].2, vec![1usize << 50, 3]);
     }
 }

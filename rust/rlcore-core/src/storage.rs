@@ -226,22 +226,30 @@ pub struct ReplayCore {
     pub(crate) plan: Vec<crate::sampling::Plan>,
 }
 
+/// Rows per env segment of a buffer of `capacity` rows over `num_envs` envs.
+///
+/// Errors: `InvalidValue` when `capacity / num_envs < 2` or `num_envs == 0`.
+pub(crate) fn segment_len_for(capacity: usize, num_envs: usize) -> Result<usize> {
+    if num_envs == 0 {
+        return Err(CoreError::value("num_envs must be >= 1, got 0"));
+    }
+    let seg = capacity / num_envs;
+    if seg < 2 {
+        return Err(CoreError::value(format!(
+            "capacity must be at least 2 rows per env: got capacity={capacity} for \
+             num_envs={num_envs}; use capacity >= {}",
+            2 * num_envs
+        )));
+    }
+    Ok(seg)
+}
+
 impl ReplayCore {
     /// An empty buffer of `capacity` rows split into `num_envs` ring segments.
     ///
     /// Errors: `InvalidValue` when `capacity / num_envs < 2` or `num_envs == 0`.
     pub fn new(capacity: usize, num_envs: usize, seed: u64) -> Result<Self> {
-        if num_envs == 0 {
-            return Err(CoreError::value("num_envs must be >= 1, got 0"));
-        }
-        let seg = capacity / num_envs;
-        if seg < 2 {
-            return Err(CoreError::value(format!(
-                "capacity must be at least 2 rows per env: got capacity={capacity} for \
-                 num_envs={num_envs}; use capacity >= {}",
-                2 * num_envs
-            )));
-        }
+        let seg = segment_len_for(capacity, num_envs)?;
         let rows = seg * num_envs;
         Ok(ReplayCore {
             num_envs,

@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use rlcore_core::{
-    compute_gae as core_gae, compute_nstep_returns as core_nstep, AddOutcome, Array, BatchOut,
-    ColumnSpec, CoreError, DType, GoalStrategy, HerConfig, ReplayCore, StatePart, Steps,
+    checksum::crc32c, compute_gae as core_gae, compute_nstep_returns as core_nstep,
+    state::state_layout_for, AddOutcome, Array, BatchOut, ColumnSpec, CoreError, DType,
+    GoalStrategy, HerConfig, ReplayCore, StatePart, Steps,
 };
 use smallvec::SmallVec;
 
@@ -1914,6 +1915,46 @@ fn _compute_nstep_returns<'py>(
     Ok((vec_array(py, ret), vec_array(py, disc), vec_array(py, hor)))
 }
 
+/// The (name, dtype name, shape) of every state part a buffer of `capacity` rows over `num_envs`
+/// envs with columns `obs` + `step` (lists of (name, dtype name, shape); both empty before the
+/// first add) and prioritized replay on or off has, in `_state_parts` order, computed without
+/// building the buffer (a loader checks a save's files against it before allocating anything).
+/// Raises InvalidValueError for a capacity or num_envs the buffer refuses, DTypeError for an
+/// unknown dtype name.
+#[pyfunction]
+#[pyo3(signature = (capacity, num_envs, obs, step, prioritized))]
+fn _state_layout(
+    py: Python<'_>,
+    capacity: usize,
+    num_envs: usize,
+    obs: &Bound<'_, PyAny>,
+    step: &Bound<'_, PyAny>,
+    prioritized: bool,
+) -> PyResult<Vec<(String, &'static str, Vec<usize>)>> {
+    let o = parse_specs(py, obs)?;
+    let s = parse_specs(py, step)?;
+    let layout = state_layout_for(capacity, num_envs, &o, &s, prioritized).or_py(py)?;
+    Ok(layout
+        .into_iter()
+        .map(|(name, dtype, shape)| (name, dtype.name(), shape))
+        .collect())
+}
+
+/// CRC-32C of the bytes of `data` (a numpy array, read in C order) following bytes whose CRC-32C
+/// is `value` (0 to start): `_crc32c(b, _crc32c(a)) == _crc32c(concatenation of a and b)`.
+/// Releases the GIL for large arrays. Raises DTypeError for an unsupported dtype.
+#[pyfunction]
+#[pyo3(signature = (data, value=0))]
+fn _crc32c(py: Python<'_>, data: &Bound<'_, PyAny>, value: u32) -> PyResult<u32> {
+    let i = to_in(data, "data")?;
+    let bytes = i.array().data;
+    if bytes.len() > DETACH_BYTES {
+        Ok(py.detach(|| crc32c(value, bytes)))
+    } else {
+        Ok(crc32c(value, bytes))
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -1925,6 +1966,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AddResult>()?;
     m.add_function(wrap_pyfunction!(_compute_gae, m)?)?;
     m.add_function(wrap_pyfunction!(_compute_nstep_returns, m)?)?;
+    m.add_function(wrap_pyfunction!(_state_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(_crc32c, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_PRIORITY", rlcore_core::MAX_PRIORITY)?;
     m.add(
