@@ -292,7 +292,7 @@ def test_crafted_expert_dataset_of_bc_and_gail_is_refused(
     data, marker = tmp_path / "data", tmp_path / "marker"
     expert_data().save(data)
     manifest = json.loads((data / "manifest.json").read_text())
-    victim = data / manifest["data_dir"] / sorted(manifest["files"].values())[0]
+    victim = data / manifest["data_dir"] / sorted(e["file"] for e in manifest["files"].values())[0]
     bomb = np.empty(1, dtype=object)
     bomb[0] = Plant(marker)
     np.save(victim, bomb, allow_pickle=True)
