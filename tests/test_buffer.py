@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import RefBuffer
 from rlcore._core import _crc32c
-from rlcore.errors import SaveFileError
 from rlcore.buffers.persist import seal
+from rlcore.errors import SaveFileError
 
 F32 = np.float32
 KINDS = ("step", "step", "step", "term", "trunc", "cut", "mask")
