@@ -33,7 +33,7 @@ from rlcore.algos.ppo import PPOConfig
 from rlcore.cli.imitation import collect_expert
 from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig
 from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger
-from rlcore.trainers.on_policy import OnPolicyTrainerConfig
+from rlcore.trainers import OnPolicyTrainerConfig
 
 ENV = "Pendulum-v1"
 

@@ -8,7 +8,7 @@ import argparse
 from rlcore.cli.common import UsageError
 
 
-def _plot(args: argparse.Namespace) -> int:
+def plot_command(args: argparse.Namespace) -> int:
     from rlcore.logging import plot_run
 
     try:

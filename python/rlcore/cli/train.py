@@ -15,7 +15,7 @@ from rlcore.cli.common import IMITATION_ALGOS, UsageError, _make_envs, _resumed_
 from rlcore.presets import preset_for
 
 
-def _train(args: argparse.Namespace) -> int:
+def train_command(args: argparse.Namespace) -> int:
     import gymnasium as gym
     import torch
 

@@ -436,7 +436,7 @@ def _her_shard_buffer(
 ) -> Any:
     """A HER shard; a Python ``compute_reward`` is rebuilt from ``env_id`` inside the shard (env
     methods such as MuJoCo's do not pickle)."""
-    import rlcore
+    from rlcore import buffers
 
     compute_reward = None
     if cfg["distance_threshold"] is None:
@@ -450,7 +450,7 @@ def _her_shard_buffer(
             gym.register_envs(gymnasium_robotics)
         compute_reward = getattr(gym.make(env_id).unwrapped, "compute_reward")  # noqa: B009
     per = {k: cfg[k] for k in ("alpha", "beta", "eps")} if cfg.get("prioritized") else {}
-    return rlcore.HERReplayBuffer(
+    return buffers.HERReplayBuffer(
         capacity,
         num_envs=num_envs,
         seed=seed,
@@ -481,7 +481,7 @@ def shard_factory_like(
         ApiUsageError: a HER buffer with a Python ``compute_reward`` and no ``env_id`` to rebuild
             it from.
     """
-    import rlcore
+    from rlcore import buffers
 
     cfg = buffer._config()
     capacity = -(-(cfg["capacity"] + 1_000 * num_envs) // num_shards)
@@ -494,6 +494,6 @@ def shard_factory_like(
         return functools.partial(_her_shard_buffer, env_id, capacity, cfg)
     if cfg["kind"] == "prioritized":
         return functools.partial(
-            rlcore.PrioritizedReplayBuffer, capacity, alpha=cfg["alpha"], beta=cfg["beta"], eps=cfg["eps"]
+            buffers.PrioritizedReplayBuffer, capacity, alpha=cfg["alpha"], beta=cfg["beta"], eps=cfg["eps"]
         )
-    return functools.partial(rlcore.ReplayBuffer, capacity)
+    return functools.partial(buffers.ReplayBuffer, capacity)

@@ -25,7 +25,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import rlcore
+from rlcore import buffers
 from rlcore.imitation.minari import export_minari
 from rlcore.trainers import checkpoint as ckpt_format
 
@@ -148,8 +148,8 @@ def _record_rows(
     return arrays, returns
 
 
-def _buffer_from_rows(arrays: Mapping[str, np.ndarray], seed: int) -> rlcore.ReplayBuffer:
-    return rlcore.ReplayBuffer.from_arrays(
+def _buffer_from_rows(arrays: Mapping[str, np.ndarray], seed: int) -> buffers.ReplayBuffer:
+    return buffers.ReplayBuffer.from_arrays(
         arrays["obs"],
         arrays["act"],
         arrays["rew"],
@@ -162,7 +162,7 @@ def _buffer_from_rows(arrays: Mapping[str, np.ndarray], seed: int) -> rlcore.Rep
 
 def record_episodes(
     policy: Callable[[np.ndarray], np.ndarray], env_id: str, n_episodes: int, *, seed: int = 0
-) -> tuple[rlcore.ReplayBuffer, list[float]]:
+) -> tuple[buffers.ReplayBuffer, list[float]]:
     """Roll out ``policy`` for ``n_episodes`` full episodes on one env and store them in time order.
 
     Episode k starts from ``env.reset(seed=seed + k)``. Actions are clipped to a ``Box``'s bounds

@@ -32,8 +32,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore._core import RawBuffer
 from rlcore.algos.common import OffPolicyAlgorithm
+from rlcore.buffers.replay import ReplayBuffer
 from rlcore.collect.collector import Collector
 from rlcore.collect.evaluate import evaluate
 from rlcore.logging import Logger, write_iterations
@@ -179,7 +179,7 @@ class OffPolicyTrainer:
         c = self.config
         if self._batch is None:
             batch = self.buffer.sample(c.batch_size, n_step=c.n_step, gamma=c.gamma)
-            if not isinstance(self.buffer, RawBuffer):  # another buffer type: plain sampling
+            if not isinstance(self.buffer, ReplayBuffer):  # another buffer type: plain sampling
                 return batch
             self._batch = batch
             if torch.device(self.algorithm.device).type == "cpu":
