@@ -24,16 +24,26 @@ import torch
 from rlcore.algos.common import (
     TargetNetwork,
     adam,
-    clip_grad,
+    as_torch,
     freeze,
+    gradient_step,
     no_param_grad,
     obs_to_torch,
+    require_count,
+    require_finite,
+    require_interval,
+    require_non_negative,
+    require_positive,
+    require_unit_interval,
+    require_widths,
     resolve_device,
+    td_priorities,
     td_target,
     weighted_mean,
 )
 from rlcore.batch import TransitionBatch
 from rlcore.nets import EnsembleQNetwork, ObsEncoder, SquashedGaussianActor
+from rlcore.stats import not_logged
 
 __all__ = ["SAC", "SACConfig", "SACStats"]
 
@@ -70,12 +80,14 @@ class SACConfig:
     """Normalise observations with running statistics (used by ``from_spaces``)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
-        if self.init_alpha <= 0:
-            raise ValueError(f"init_alpha must be > 0, got {self.init_alpha}")
-        if self.policy_frequency < 1 or self.target_update_interval < 1:
-            raise ValueError("policy_frequency and target_update_interval must be >= 1")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        require_widths(self)
+        require_non_negative(self, "actor_lr", "critic_lr", "alpha_lr")  # 0 freezes a network
+        require_positive(self, "init_alpha", "max_grad_norm")
+        require_unit_interval(self, "tau", open_low=True)
+        require_count(self, "target_update_interval", "policy_frequency")
+        require_interval(self, "q_target_clip")
+        require_finite(self, "target_entropy")
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,9 @@ class SACStats:
     """Mean Q_1(o, a) of the sampled actions."""
     td_abs_mean: float
     """Mean absolute soft TD error of the first critic."""
+    priorities: np.ndarray | None = not_logged()
+    """New PER priorities ``|Q_1 - y|`` float32 ``[B]`` when the batch carried weights, else ``None``
+    (not logged; the trainer hands them to ``buffer.update_priorities``)."""
 
 
 class SAC:
@@ -139,7 +154,6 @@ class SAC:
         self.log_alpha = torch.tensor(math.log(config.init_alpha), device=self.device, requires_grad=True)
         self.alpha_optimizer = adam([self.log_alpha], lr=config.alpha_lr)
         self.grad_steps = 0
-        self.priorities: np.ndarray | None = None
         self._last = {"actor_loss": 0.0, "alpha_loss": 0.0, "entropy": 0.0}
 
     @classmethod
@@ -183,11 +197,11 @@ class SAC:
     def update(self, batch: TransitionBatch) -> SACStats:
         """One critic step; every ``policy_frequency`` steps an actor and alpha step; target update.
 
-        The statistics are read out of the graph once, at the end (one tensor-to-float conversion).
+        The statistics are read out of the graph once, at the end (one tensor-to-float conversion);
+        they carry new priorities when ``batch.weights`` is set.
         """
         c = self.config
-        if not isinstance(batch.rew, torch.Tensor):
-            batch = batch.to_torch(self.device)
+        batch = as_torch(batch, self.device)
         self.encoder.update(batch.obs)
         obs_BO = self.encoder(batch.obs)
         act_BA = batch.act.float().reshape(obs_BO.shape[0], -1)
@@ -199,17 +213,12 @@ class SAC:
             obs_next_BO = self.encoder(batch.obs_next)
             act_next_BA, log_prob_next_B = self.actor(obs_next_BO)
             q_next_B = self.critic_target(obs_next_BO, act_next_BA).min(0).values - alpha * log_prob_next_B
-            y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B)
-            if c.q_target_clip is not None:
-                y_B = y_B.clamp(*c.q_target_clip)
+            y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B, clip=c.q_target_clip)
 
         # Twin critic step.
         q_KB = self.critic(obs_BO, act_BA)
         critic_loss = weighted_mean(((q_KB - y_B) ** 2).sum(0), weights_B)
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        clip_grad(self._critic_params, c.max_grad_norm)
-        self.critic_optimizer.step()
+        gradient_step(self.critic_optimizer, critic_loss, self._critic_params, c.max_grad_norm)
         self.grad_steps += 1
 
         last: dict[str, torch.Tensor] = {}
@@ -219,10 +228,7 @@ class SAC:
             with no_param_grad(self._critic_params):
                 q_pi_B = self.critic(obs_BO, pi_BA).min(0).values
             actor_loss = weighted_mean(alpha * log_prob_B - q_pi_B, weights_B)
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            clip_grad(self._actor_params, c.max_grad_norm)
-            self.actor_optimizer.step()
+            gradient_step(self.actor_optimizer, actor_loss, self._actor_params, c.max_grad_norm)
             last["actor_loss"] = actor_loss.detach()
             last["entropy"] = -log_prob_B.detach().mean()
 
@@ -231,9 +237,7 @@ class SAC:
                 alpha_loss = weighted_mean(
                     -self.log_alpha.exp() * (log_prob_B.detach() + self.target_entropy), weights_B
                 )
-                self.alpha_optimizer.zero_grad(set_to_none=True)
-                alpha_loss.backward()
-                self.alpha_optimizer.step()
+                gradient_step(self.alpha_optimizer, alpha_loss, [self.log_alpha], None)
                 last["alpha_loss"] = alpha_loss.detach()
 
         if self.grad_steps % c.target_update_interval == 0:
@@ -241,7 +245,6 @@ class SAC:
 
         q_B = q_KB[0].detach()
         td_abs_B = (q_B - y_B).abs()
-        self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None
         fresh = list(last)  # the actor-step statistics computed in this call, still tensors
         values = [critic_loss.detach(), alpha, q_B.mean(), td_abs_B.mean(), *last.values()]
         out = torch.stack(values).tolist()  # float32 scalars, as .item() would give them
@@ -254,6 +257,7 @@ class SAC:
             entropy=self._last["entropy"],
             q_mean=out[2],
             td_abs_mean=out[3],
+            priorities=td_priorities(td_abs_B, weights_B),
         )
 
     def state_dict(self) -> dict[str, Any]:
