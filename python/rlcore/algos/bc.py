@@ -27,7 +27,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.algos.common import obs_to_torch, resolve_device
+from rlcore.algos.common import (
+    obs_to_torch,
+    require_non_negative,
+    require_positive,
+    require_widths,
+    resolve_device,
+)
 from rlcore.batch import TransitionBatch
 from rlcore.nets import DeterministicActor, ObsEncoder, mlp
 
@@ -48,10 +54,10 @@ class BCConfig:
     """Normalise observations with running statistics of the expert's observations."""
 
     def __post_init__(self) -> None:
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        require_widths(self)
+        require_positive(self, "lr")
+        require_non_negative(self, "weight_decay")
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.algos.common import resolve_device
+from rlcore.algos.common import (
+    require_choice,
+    require_count,
+    require_non_negative,
+    require_positive,
+    require_widths,
+    resolve_device,
+)
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.batch import Rollout
 from rlcore.nets import ObsEncoder, mlp
@@ -88,14 +95,13 @@ class GAILConfig:
     """Seed of the policy-pair sampling."""
 
     def __post_init__(self) -> None:
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.disc_updates < 0 or self.disc_batch_size < 1:
-            raise ValueError("disc_updates must be >= 0 and disc_batch_size >= 1")
-        if self.grad_penalty < 0:
-            raise ValueError(f"grad_penalty must be >= 0, got {self.grad_penalty}")
-        if self.reward not in ("softplus", "logit"):
-            raise ValueError(f"reward must be 'softplus' or 'logit', got {self.reward!r}")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        require_widths(self)
+        require_positive(self, "lr")
+        require_count(self, "disc_updates", minimum=0)
+        require_count(self, "disc_batch_size")
+        require_non_negative(self, "grad_penalty")
+        require_choice(self, "reward", ("softplus", "logit"))
 
 
 @dataclass(frozen=True)
