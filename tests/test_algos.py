@@ -541,3 +541,83 @@ def test_priorities_are_neither_logged_nor_averaged_nor_compared() -> None:
     )
     assert "train/loss" in flat and not any("priorities" in k for k in flat)
     assert all(isinstance(v, float) for v in flat.values())
+
+
+# ---------------------------------------------------------------- SAC as CleanRL's sac_continuous_action.py
+
+
+def _count_steps(optimizer: torch.optim.Optimizer) -> list[int]:
+    calls = [0]
+    step = optimizer.step
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return step(*a, **k)
+
+    optimizer.step = counted  # type: ignore[method-assign]
+    return calls
+
+
+def test_sac_policy_frequency_takes_k_actor_and_alpha_steps_every_k_critic_steps() -> None:
+    torch.manual_seed(0)
+    algo = SAC.from_spaces(BOX_OBS, BOX_ACT, SACConfig(hidden=(8,), policy_frequency=3), device="cpu")
+    critic, actor, alpha = (
+        _count_steps(o) for o in (algo.critic_optimizer, algo.actor_optimizer, algo.alpha_optimizer)
+    )
+    seen = []
+    for k in range(1, 7):
+        algo.update(make_batch(BOX_OBS, BOX_ACT, seed=k))
+        seen.append((critic[0], actor[0], alpha[0]))
+    assert seen == [(1, 0, 0), (2, 0, 0), (3, 3, 3), (4, 3, 3), (5, 3, 3), (6, 6, 6)]
+
+
+def test_sac_temperature_loss_uses_the_actor_steps_own_sample() -> None:
+    """sac.py's documented difference from CleanRL: ``alpha_loss = -alpha * mean(log pi(a|o) + H)`` with
+    ``a`` the actor step's sample of the actor *before* its step (the second draw, after the target's),
+    not a fresh sample of the updated actor."""
+    torch.manual_seed(0)
+    cfg = SACConfig(hidden=(8,), actor_lr=0.05, critic_lr=0.0, init_alpha=0.5, target_entropy=-1.0)
+    algo = SAC.from_spaces(BOX_OBS, BOX_ACT, cfg, device="cpu")
+    batch = make_batch(BOX_OBS, BOX_ACT, b=32)
+    obs_BO = algo.encoder(batch.to_torch().obs)
+    torch.manual_seed(11)
+    torch.randn(32, 2)  # the target's draw
+    with torch.no_grad():
+        _, log_prob_before = algo.actor(obs_BO)
+    torch.manual_seed(11)
+    stats = algo.update(batch)
+    torch.manual_seed(11)
+    torch.randn(32, 2), torch.randn(32, 2)  # the target's and the actor step's draws
+    with torch.no_grad():
+        _, log_prob_fresh = algo.actor(obs_BO)  # what CleanRL would use: the updated actor, a new draw
+    want = float(-0.5 * (log_prob_before + -1.0).mean())
+    assert stats.alpha_loss == pytest.approx(want, rel=1e-5)
+    assert abs(want - float(-0.5 * (log_prob_fresh + -1.0).mean())) > 1e-3  # the two do differ here
+
+
+def test_sac_actor_steps_after_a_temperature_step_use_the_new_alpha() -> None:
+    """With ``policy_frequency=2`` the second actor step's loss is ``mean(alpha_1 log pi - min_k Q_k)``
+    with ``alpha_1`` the temperature after the first temperature step (CleanRL refreshes ``alpha``)."""
+    torch.manual_seed(0)
+    cfg = SACConfig(hidden=(8,), policy_frequency=2, alpha_lr=0.5, actor_lr=0.0, critic_lr=0.0)
+    algo = SAC.from_spaces(BOX_OBS, BOX_ACT, cfg, device="cpu")
+    alphas: list[float] = []
+    step = algo.actor_optimizer.step
+
+    def record(*a, **k):
+        alphas.append(float(algo.log_alpha.detach().exp()))
+        return step(*a, **k)
+
+    algo.actor_optimizer.step = record  # type: ignore[method-assign]
+    algo.update(make_batch(BOX_OBS, BOX_ACT, seed=1))  # critic step only
+    batch = make_batch(BOX_OBS, BOX_ACT, b=32, seed=2)
+    torch.manual_seed(5)
+    stats = algo.update(batch)  # critic step, then actor, alpha, actor, alpha
+    assert len(alphas) == 2 and alphas[0] == pytest.approx(1.0) and alphas[1] != pytest.approx(1.0)
+    obs_BO = algo.encoder(batch.to_torch().obs)
+    torch.manual_seed(5)
+    torch.randn(32, 2), torch.randn(32, 2)  # the target's and the first actor step's draws
+    with torch.no_grad():
+        pi, log_prob = algo.actor(obs_BO)  # networks unchanged (learning rates 0)
+        want = float((alphas[1] * log_prob - algo.critic(obs_BO, pi).min(0).values).mean())
+    assert stats.actor_loss == pytest.approx(want, rel=1e-5)
