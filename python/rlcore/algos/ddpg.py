@@ -165,12 +165,7 @@ class DDPG:
         config = config or DDPGConfig()
         dev = resolve_device(device)
         encoder, actor, critic = default_networks(
-            observation_space,
-            action_space,
-            config.hidden,
-            n_critics=1,
-            normalize_obs=config.normalize_obs,
-            device=dev,
+            observation_space, action_space, config, n_critics=1, device=dev
         )
         return cls(
             encoder=encoder,

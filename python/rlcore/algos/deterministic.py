@@ -20,7 +20,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.algos.common import resolve_device
 from rlcore.nets import DeterministicActor, EnsembleQNetwork, ObsEncoder
 
 __all__ = [
@@ -51,26 +50,33 @@ class DeterministicAlgorithm(Protocol):
     rng: np.random.Generator
 
 
+class NetworkConfig(Protocol):
+    """The config fields of DDPG and TD3 that :func:`default_networks` reads."""
+
+    @property
+    def hidden(self) -> tuple[int, ...]: ...
+    @property
+    def normalize_obs(self) -> bool: ...
+
+
 def default_networks(
     observation_space: gym.Space,
     action_space: gym.spaces.Box,
-    hidden: tuple[int, ...],
+    config: NetworkConfig,
     *,
     n_critics: int,
-    normalize_obs: bool,
-    device: str | torch.device | None = None,
+    device: torch.device,
 ) -> tuple[ObsEncoder, DeterministicActor, EnsembleQNetwork]:
-    """The default MLP networks ``(encoder, actor, critic)`` for single-env spaces, on ``device``.
+    """The default MLP networks ``(encoder, actor, critic)`` for single-env spaces: hidden widths
+    ``config.hidden``, actor and critic on ``device``.
 
-    ``critic`` maps ``(obs_BO, act_BA)`` to ``q_KB`` with K = ``n_critics``; the encoder (not yet
-    moved) normalises observations with running statistics when ``normalize_obs``.
+    ``critic`` maps ``(obs_BO, act_BA)`` to ``q_KB`` with K = ``n_critics``; the encoder (moved by
+    the algorithm) normalises observations with running statistics when ``config.normalize_obs``.
     """
-    dev = resolve_device(device)
-    encoder = ObsEncoder(observation_space, normalize=normalize_obs)
-    actor = DeterministicActor(encoder.dim, action_space, hidden).to(dev)
-    critic = EnsembleQNetwork(encoder.dim, int(np.prod(action_space.shape)), hidden, n_critics=n_critics).to(
-        dev
-    )
+    encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
+    actor = DeterministicActor(encoder.dim, action_space, config.hidden).to(device)
+    act_dim = int(np.prod(action_space.shape))
+    critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=n_critics).to(device)
     return encoder, actor, critic
 
 

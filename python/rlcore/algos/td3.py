@@ -168,12 +168,7 @@ class TD3:
         config = config or TD3Config()
         dev = resolve_device(device)
         encoder, actor, critic = default_networks(
-            observation_space,
-            action_space,
-            config.hidden,
-            n_critics=2,
-            normalize_obs=config.normalize_obs,
-            device=dev,
+            observation_space, action_space, config, n_critics=2, device=dev
         )
         return cls(
             encoder=encoder,
