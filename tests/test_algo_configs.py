@@ -22,6 +22,7 @@ BAD = [
     *[(cls, "hidden", v) for cls in CONFIGS for v in [(64, 0)]],
     (DQNConfig, "hidden", "64"),
     (PPOConfig, "hidden", (32.5,)),
+    *[(cls, "hidden", None) for cls in CONFIGS],  # widths are never optional
     # off-policy learning rates: >= 0 (0 freezes a network), finite
     (DQNConfig, "lr", -1e-3),
     (DDPGConfig, "actor_lr", -1e-3),

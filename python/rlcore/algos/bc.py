@@ -27,13 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.algos.common import (
-    obs_to_torch,
-    require_non_negative,
-    require_positive,
-    require_widths,
-    resolve_device,
-)
+from rlcore.algos.common import check_fields, obs_to_torch, resolve_device
 from rlcore.batch import TransitionBatch
 from rlcore.nets import DeterministicActor, ObsEncoder, mlp
 
@@ -55,9 +49,7 @@ class BCConfig:
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
-        require_widths(self)
-        require_positive(self, "lr")
-        require_non_negative(self, "weight_decay")
+        check_fields(self, positive=("lr",), non_negative=("weight_decay",))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Free functions, no state: one Adam, gradient clipping and the gradient step, polyak averaging, TD
 targets, importance-weighted losses, PER priorities, the small conversions between NumPy
-observations and torch tensors, and the range checks of the config dataclasses. Also the
+observations and torch tensors, and :func:`check_fields`, the range checks of every config. Also the
 :class:`OffPolicyAlgorithm` protocol that the off-policy trainers rely on.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -27,20 +27,13 @@ __all__ = [
     "TargetNetwork",
     "adam",
     "as_torch",
+    "check_fields",
     "clip_grad",
     "freeze",
     "gradient_step",
     "no_param_grad",
     "obs_to_torch",
     "polyak_update",
-    "require_choice",
-    "require_count",
-    "require_finite",
-    "require_interval",
-    "require_non_negative",
-    "require_positive",
-    "require_unit_interval",
-    "require_widths",
     "resolve_device",
     "squashed_gaussian_log_prob",
     "td_priorities",
@@ -260,78 +253,87 @@ def freeze(module: ModuleT) -> ModuleT:
 
 
 # -- config checks -------------------------------------------------------------------------------
-# Each raises InvalidValueError (a ValueError) naming the config class and field; ``None`` passes
-# (an option that is switched off).
-
-
-def _fail(config: object, name: str, rule: str, value: Any) -> InvalidValueError:
-    return InvalidValueError(f"{type(config).__name__}.{name} must be {rule}, got {value!r}")
 
 
 def _real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def require_positive(config: object, *names: str) -> None:
-    """Each named field is a finite number ``> 0`` (learning rates, clip ranges, norms) or ``None``."""
-    for name in names:
+def _whole(value: Any, minimum: int) -> bool:
+    return _real(value) and math.isfinite(value) and float(value).is_integer() and value >= minimum
+
+
+def _widths(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str) and all(_whole(w, 1) for w in value)
+
+
+def _interval(value: Any) -> bool:
+    ok = isinstance(value, Sequence) and len(value) == 2 and all(_real(x) and math.isfinite(x) for x in value)
+    return ok and value[0] <= value[1]
+
+
+_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "widths": ("a sequence of layer widths >= 1", _widths),
+    "positive": ("a finite number > 0", lambda v: _real(v) and 0 < v < math.inf),
+    "non_negative": ("a finite number >= 0", lambda v: _real(v) and 0 <= v < math.inf),
+    "finite": ("a finite number", lambda v: _real(v) and math.isfinite(v)),
+    "unit_interval": ("in [0, 1]", lambda v: _real(v) and 0 <= v <= 1),
+    "positive_unit_interval": ("in (0, 1]", lambda v: _real(v) and 0 < v <= 1),
+    "counts": ("a whole number >= 1", lambda v: _whole(v, 1)),
+    "counts_from_zero": ("a whole number >= 0", lambda v: _whole(v, 0)),
+    "intervals": ("(low, high) with finite low <= high", _interval),
+}
+
+
+def check_fields(
+    config: object,
+    *,
+    widths: Sequence[str] = ("hidden",),
+    positive: Sequence[str] = (),
+    non_negative: Sequence[str] = (),
+    finite: Sequence[str] = (),
+    unit_interval: Sequence[str] = (),
+    positive_unit_interval: Sequence[str] = (),
+    counts: Sequence[str] = (),
+    counts_from_zero: Sequence[str] = (),
+    intervals: Sequence[str] = (),
+    choices: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """Range checks of a config dataclass's fields, grouped by kind (each argument names fields):
+
+    ``widths`` sequences of layer widths, whole numbers ``>= 1``; ``positive`` finite ``> 0``
+    (learning rates, clip ranges, norms); ``non_negative`` finite ``>= 0`` (loss weights, noise
+    scales); ``finite`` any finite number; ``unit_interval`` in ``[0, 1]`` (discounts,
+    probabilities); ``positive_unit_interval`` in ``(0, 1]`` (polyak ``tau``); ``counts`` whole
+    numbers ``>= 1`` (steps, intervals, sizes); ``counts_from_zero`` whole numbers ``>= 0``;
+    ``intervals`` pairs ``(low, high)`` with finite ``low <= high``; ``choices`` maps a field to its
+    allowed names. A field that is ``None`` (an option switched off) passes every kind but
+    ``widths``, ``unit_interval``, ``positive_unit_interval`` and ``choices``. NaN fails every kind.
+
+    Raises:
+        InvalidValueError: the first field that breaks its rule, as
+            ``"<Config>.<field> must be <rule>, got <value>"`` (also a ``ValueError``).
+    """
+    groups = {
+        "widths": widths,
+        "positive": positive,
+        "non_negative": non_negative,
+        "finite": finite,
+        "unit_interval": unit_interval,
+        "positive_unit_interval": positive_unit_interval,
+        "counts": counts,
+        "counts_from_zero": counts_from_zero,
+        "intervals": intervals,
+    }
+    cls = type(config).__name__
+    for kind, names in groups.items():
+        rule, ok = _KINDS[kind]
+        optional = kind not in ("widths", "unit_interval", "positive_unit_interval")
+        for name in names:
+            v = getattr(config, name)
+            if not ((optional and v is None) or ok(v)):
+                raise InvalidValueError(f"{cls}.{name} must be {rule}, got {v!r}")
+    for name, allowed in (choices or {}).items():
         v = getattr(config, name)
-        if v is not None and not (_real(v) and 0 < v < math.inf):
-            raise _fail(config, name, "a finite number > 0", v)
-
-
-def require_non_negative(config: object, *names: str) -> None:
-    """Each named field is a finite number ``>= 0`` (loss weights, noise scales) or ``None``."""
-    for name in names:
-        v = getattr(config, name)
-        if v is not None and not (_real(v) and 0 <= v < math.inf):
-            raise _fail(config, name, "a finite number >= 0", v)
-
-
-def require_finite(config: object, *names: str) -> None:
-    """Each named field is a finite number (of any sign) or ``None``."""
-    for name in names:
-        v = getattr(config, name)
-        if v is not None and not (_real(v) and math.isfinite(v)):
-            raise _fail(config, name, "a finite number", v)
-
-
-def require_unit_interval(config: object, *names: str, open_low: bool = False) -> None:
-    """Each named field is in ``[0, 1]`` (``(0, 1]`` with ``open_low``: e.g. polyak ``tau``)."""
-    for name in names:
-        v = getattr(config, name)
-        if not (_real(v) and (0 < v if open_low else 0 <= v) and v <= 1):
-            raise _fail(config, name, "in (0, 1]" if open_low else "in [0, 1]", v)
-
-
-def require_count(config: object, *names: str, minimum: int = 1) -> None:
-    """Each named field is a whole number ``>= minimum`` (steps, intervals, sizes) or ``None``."""
-    for name in names:
-        v = getattr(config, name)
-        if v is not None and not (_real(v) and math.isfinite(v) and float(v).is_integer() and v >= minimum):
-            raise _fail(config, name, f"a whole number >= {minimum}", v)
-
-
-def require_interval(config: object, name: str) -> None:
-    """The named field is ``(low, high)`` with finite ``low <= high``, or ``None``."""
-    v = getattr(config, name)
-    if v is None:
-        return
-    ok = isinstance(v, Sequence) and len(v) == 2 and all(_real(x) and math.isfinite(x) for x in v)
-    if not (ok and v[0] <= v[1]):
-        raise _fail(config, name, "(low, high) with low <= high", v)
-
-
-def require_choice(config: object, name: str, choices: Sequence[str]) -> None:
-    """The named field is one of ``choices``."""
-    v = getattr(config, name)
-    if v not in choices:
-        raise _fail(config, name, f"one of {tuple(choices)}", v)
-
-
-def require_widths(config: object, name: str = "hidden") -> None:
-    """The named field is a sequence of layer widths, each a whole number ``>= 1``."""
-    v = getattr(config, name)
-    ok = isinstance(v, Sequence) and not isinstance(v, str)
-    if not (ok and all(_real(w) and float(w).is_integer() and w >= 1 for w in v)):
-        raise _fail(config, name, "a sequence of layer widths >= 1", v)
+        if v not in allowed:
+            raise InvalidValueError(f"{cls}.{name} must be one of {tuple(allowed)}, got {v!r}")

@@ -25,15 +25,11 @@ from rlcore.algos.common import (
     TargetNetwork,
     adam,
     as_torch,
+    check_fields,
     freeze,
     gradient_step,
     no_param_grad,
     obs_to_torch,
-    require_interval,
-    require_non_negative,
-    require_positive,
-    require_unit_interval,
-    require_widths,
     resolve_device,
     td_priorities,
     td_target,
@@ -82,13 +78,14 @@ class DDPGConfig:
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
-        require_widths(self)
-        require_non_negative(self, "actor_lr", "critic_lr")  # 0 freezes a network
-        require_positive(self, "max_grad_norm")
-        require_unit_interval(self, "tau", open_low=True)
-        require_unit_interval(self, "random_action_prob")
-        require_non_negative(self, "exploration_noise", "action_l2")
-        require_interval(self, "q_target_clip")
+        check_fields(
+            self,
+            non_negative=("actor_lr", "critic_lr", "exploration_noise", "action_l2"),  # lr 0 freezes
+            positive=("max_grad_norm",),
+            positive_unit_interval=("tau",),
+            unit_interval=("random_action_prob",),
+            intervals=("q_target_clip",),
+        )
 
 
 @dataclass(frozen=True)

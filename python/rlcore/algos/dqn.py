@@ -24,15 +24,10 @@ from rlcore.algos.common import (
     TargetNetwork,
     adam,
     as_torch,
+    check_fields,
     freeze,
     gradient_step,
     obs_to_torch,
-    require_choice,
-    require_count,
-    require_non_negative,
-    require_positive,
-    require_unit_interval,
-    require_widths,
     resolve_device,
     td_priorities,
     td_target,
@@ -83,14 +78,16 @@ class DQNConfig:
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
-        require_widths(self)
-        require_non_negative(self, "lr")  # 0 freezes the network
-        require_positive(self, "huber_delta", "max_grad_norm")
-        require_count(self, "lr_anneal_env_steps", "target_update_interval")
-        require_count(self, "eps_decay_env_steps", minimum=0)
-        require_choice(self, "loss", ("huber", "mse"))
-        require_unit_interval(self, "tau", open_low=True)
-        require_unit_interval(self, "eps_start", "eps_end")
+        check_fields(
+            self,
+            non_negative=("lr",),  # 0 freezes the network
+            positive=("huber_delta", "max_grad_norm"),
+            counts=("lr_anneal_env_steps", "target_update_interval"),
+            counts_from_zero=("eps_decay_env_steps",),
+            positive_unit_interval=("tau",),
+            unit_interval=("eps_start", "eps_end"),
+            choices={"loss": ("huber", "mse")},
+        )
 
 
 @dataclass(frozen=True)

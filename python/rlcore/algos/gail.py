@@ -54,14 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.algos.common import (
-    require_choice,
-    require_count,
-    require_non_negative,
-    require_positive,
-    require_widths,
-    resolve_device,
-)
+from rlcore.algos.common import check_fields, resolve_device
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.batch import Rollout
 from rlcore.nets import ObsEncoder, mlp
@@ -96,12 +89,14 @@ class GAILConfig:
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
-        require_widths(self)
-        require_positive(self, "lr")
-        require_count(self, "disc_updates", minimum=0)
-        require_count(self, "disc_batch_size")
-        require_non_negative(self, "grad_penalty")
-        require_choice(self, "reward", ("softplus", "logit"))
+        check_fields(
+            self,
+            positive=("lr",),
+            counts=("disc_batch_size",),
+            counts_from_zero=("disc_updates",),
+            non_negative=("grad_penalty",),
+            choices={"reward": ("softplus", "logit")},
+        )
 
 
 @dataclass(frozen=True)

@@ -35,17 +35,7 @@ from rlcore.algos.actor_critic import (
     ppo_policy_loss,
     value_loss,
 )
-from rlcore.algos.common import (
-    adam,
-    gradient_step,
-    require_count,
-    require_finite,
-    require_non_negative,
-    require_positive,
-    require_unit_interval,
-    require_widths,
-    resolve_device,
-)
+from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
 from rlcore.batch import Rollout
 
 __all__ = ["PPO", "PPOConfig", "PPOStats"]
@@ -99,12 +89,14 @@ class PPOConfig:
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
-        require_widths(self)
-        require_positive(self, "lr", "adam_eps", "clip_coef", "value_clip_coef", "max_grad_norm", "target_kl")
-        require_count(self, "n_epochs", "minibatch_size", "lr_anneal_env_steps", "clip_anneal_env_steps")
-        require_unit_interval(self, "gamma", "gae_lambda")
-        require_non_negative(self, "ent_coef", "vf_coef")
-        require_finite(self, "init_log_std")
+        check_fields(
+            self,
+            positive=("lr", "adam_eps", "clip_coef", "value_clip_coef", "max_grad_norm", "target_kl"),
+            counts=("n_epochs", "minibatch_size", "lr_anneal_env_steps", "clip_anneal_env_steps"),
+            unit_interval=("gamma", "gae_lambda"),
+            non_negative=("ent_coef", "vf_coef"),
+            finite=("init_log_std",),
+        )
 
 
 @dataclass(frozen=True)

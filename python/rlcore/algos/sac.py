@@ -44,17 +44,11 @@ from rlcore.algos.common import (
     TargetNetwork,
     adam,
     as_torch,
+    check_fields,
     freeze,
     gradient_step,
     no_param_grad,
     obs_to_torch,
-    require_count,
-    require_finite,
-    require_interval,
-    require_non_negative,
-    require_positive,
-    require_unit_interval,
-    require_widths,
     resolve_device,
     td_priorities,
     td_target,
@@ -101,13 +95,15 @@ class SACConfig:
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
-        require_widths(self)
-        require_non_negative(self, "actor_lr", "critic_lr", "alpha_lr")  # 0 freezes a network
-        require_positive(self, "init_alpha", "max_grad_norm")
-        require_unit_interval(self, "tau", open_low=True)
-        require_count(self, "target_update_interval", "policy_frequency")
-        require_interval(self, "q_target_clip")
-        require_finite(self, "target_entropy")
+        check_fields(
+            self,
+            non_negative=("actor_lr", "critic_lr", "alpha_lr"),  # 0 freezes a network
+            positive=("init_alpha", "max_grad_norm"),
+            positive_unit_interval=("tau",),
+            counts=("target_update_interval", "policy_frequency"),
+            intervals=("q_target_clip",),
+            finite=("target_entropy",),
+        )
 
 
 @dataclass(frozen=True)

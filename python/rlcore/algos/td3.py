@@ -24,16 +24,11 @@ from rlcore.algos.common import (
     TargetNetwork,
     adam,
     as_torch,
+    check_fields,
     freeze,
     gradient_step,
     no_param_grad,
     obs_to_torch,
-    require_count,
-    require_interval,
-    require_non_negative,
-    require_positive,
-    require_unit_interval,
-    require_widths,
     resolve_device,
     td_priorities,
     td_target,
@@ -84,13 +79,20 @@ class TD3Config:
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
-        require_widths(self)
-        require_non_negative(self, "actor_lr", "critic_lr")  # 0 freezes a network
-        require_positive(self, "max_grad_norm")
-        require_unit_interval(self, "tau", open_low=True)
-        require_count(self, "policy_delay")
-        require_non_negative(self, "exploration_noise", "target_policy_noise", "target_noise_clip")
-        require_interval(self, "q_target_clip")
+        check_fields(
+            self,
+            non_negative=(
+                "actor_lr",
+                "critic_lr",
+                "exploration_noise",
+                "target_policy_noise",
+                "target_noise_clip",
+            ),
+            positive=("max_grad_norm",),
+            positive_unit_interval=("tau",),
+            counts=("policy_delay",),
+            intervals=("q_target_clip",),
+        )
 
 
 @dataclass(frozen=True)

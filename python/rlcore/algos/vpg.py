@@ -28,17 +28,7 @@ from rlcore.algos.actor_critic import (
     normalize_advantages,
     value_loss,
 )
-from rlcore.algos.common import (
-    adam,
-    gradient_step,
-    require_count,
-    require_finite,
-    require_non_negative,
-    require_positive,
-    require_unit_interval,
-    require_widths,
-    resolve_device,
-)
+from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
 from rlcore.batch import Rollout
 
 __all__ = ["VPG", "VPGConfig", "VPGStats"]
@@ -79,13 +69,15 @@ class VPGConfig:
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
-        require_widths(self)
-        require_positive(self, "policy_lr", "value_lr", "max_grad_norm")
-        require_count(self, "lr_anneal_env_steps")
-        require_count(self, "value_iters", minimum=0)
-        require_unit_interval(self, "gamma", "gae_lambda")
-        require_non_negative(self, "ent_coef")
-        require_finite(self, "init_log_std")
+        check_fields(
+            self,
+            positive=("policy_lr", "value_lr", "max_grad_norm"),
+            counts=("lr_anneal_env_steps",),
+            counts_from_zero=("value_iters",),
+            unit_interval=("gamma", "gae_lambda"),
+            non_negative=("ent_coef",),
+            finite=("init_log_std",),
+        )
 
 
 @dataclass(frozen=True)
