@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.algos.common import check_fields, obs_to_torch, resolve_device
+from rlcore.algos.common import adam, check_fields, gradient_step, obs_to_torch, resolve_device
 from rlcore.batch import TransitionBatch
 from rlcore.nets import DeterministicActor, ObsEncoder, mlp
 
@@ -143,7 +143,7 @@ class BC:
         dev = resolve_device(device)
         policy = BCPolicy(observation_space, action_space, config.hidden, normalize_obs=config.normalize_obs)
         policy = policy.to(dev)
-        optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        optimizer = adam(policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         return cls(policy=policy, optimizer=optimizer, config=config, device=dev)
 
     @torch.no_grad()
@@ -175,9 +175,7 @@ class BC:
             act_BA = act.reshape(out.shape).float()
             loss = F.mse_loss(out, act_BA)
             accuracy = float("nan")
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        gradient_step(self.optimizer, loss, self.policy.parameters(), None)
         self.grad_steps += 1
         return BCStats(loss=loss.item(), accuracy=accuracy)
 

@@ -72,15 +72,18 @@ class OffPolicyAlgorithm(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
-def adam(params: Iterable[torch.Tensor], *, lr: float, eps: float = 1e-8) -> torch.optim.Adam:
-    """Adam (Kingma & Ba 2015, Algorithm 1; betas (0.9, 0.999), epsilon ``eps``) with the fused
-    kernel on CPU and CUDA: one pass over each parameter's data, gradient and moments per step instead
-    of about ten elementwise passes (the default single-tensor path on CPU). Other devices get the
-    default implementation. Every algorithm's Adam is built here.
+def adam(
+    params: Iterable[torch.Tensor], *, lr: float, eps: float = 1e-8, weight_decay: float = 0.0
+) -> torch.optim.Adam:
+    """Adam (Kingma & Ba 2015, Algorithm 1; betas (0.9, 0.999), epsilon ``eps``, L2 penalty
+    ``weight_decay`` added to the gradient) with the fused kernel on CPU and CUDA: one pass over each
+    parameter's data, gradient and moments per step instead of about ten elementwise passes (the
+    default single-tensor path on CPU). Other devices get the default implementation. Every
+    algorithm's Adam is built here.
     """
     params = list(params)
     fused = all(p.device.type in ("cpu", "cuda") for p in params)
-    return torch.optim.Adam(params, lr=lr, eps=eps, fused=fused or None)
+    return torch.optim.Adam(params, lr=lr, eps=eps, weight_decay=weight_decay, fused=fused or None)
 
 
 def clip_grad(params: Iterable[torch.Tensor], max_norm: float | None) -> float:

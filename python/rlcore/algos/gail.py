@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.algos.common import check_fields, resolve_device
+from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.batch import Rollout
 from rlcore.nets import ObsEncoder, mlp
@@ -292,7 +292,7 @@ class GAIL:
             observation_space, action_space, ppo_config, num_envs=num_envs, device=dev
         )
         disc = Discriminator(observation_space, action_space, config.hidden).to(dev)
-        optimizer = torch.optim.Adam(disc.parameters(), lr=config.lr)
+        optimizer = adam(disc.parameters(), lr=config.lr)
         return cls(
             generator=generator,
             discriminator=disc,
@@ -399,9 +399,7 @@ class GAIL:
             if c.grad_penalty > 0:
                 gp = gradient_penalty(d, x_e.detach(), x_p.detach())
                 loss = loss + c.grad_penalty * gp
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
+            gradient_step(self.optimizer, loss, d.parameters(), None)
             losses.append(loss.item())
             gps.append(gp.item())
             acc_e = (logit_e > 0).float().mean().item()

@@ -17,7 +17,7 @@ sample ``a ~ pi(.|o)``, drawn before that actor step and detached (as Stable-Bas
 where CleanRL recomputes it, without gradient, on a fresh sample of the *updated* actor. Both
 estimate eq. 18's expectation, one actor step apart; the fresh sample costs one more actor forward
 pass per update, 5 % of a 256x256 SAC update with batch 256 on one CPU core (0.87 of 17.0 ms,
-median of 30 rounds). Pendulum-v1 results of both variants: ``docs/training.md``.
+median of 30 rounds).
 
 Other differences from that script, on purpose: ``batch.rew`` is the buffer's n-step return and
 ``batch.discount = gamma**m * (1 - terminated)`` (CleanRL: one step, ``gamma * (1 - done)``); PER
