@@ -144,3 +144,24 @@ def test_switched_off_options_may_be_none() -> None:
     PPOConfig(value_clip_coef=None, target_kl=None, clip_anneal_env_steps=None, max_grad_norm=None)
     SACConfig(target_entropy=None, q_target_clip=None)
     TD3Config(q_target_clip=[-1.0, 0.0])  # a list from a JSON config is fine
+
+
+# Values of the wrong kind (a string from a hand-edited config, a bool, None where nothing may be
+# switched off) raise the same typed error, never a bare TypeError from a comparison.
+WRONG_KIND = [
+    (SACConfig, "actor_lr", "3e-4"),
+    (PPOConfig, "n_epochs", True),
+    (DQNConfig, "target_update_interval", "1000"),
+    (TD3Config, "tau", None),
+    (VPGConfig, "gamma", None),
+    (A2CConfig, "gae_lambda", "0.95"),
+    (DDPGConfig, "q_target_clip", "(-50, 0)"),
+    (GAILConfig, "reward", None),
+    (BCConfig, "weight_decay", [0.0]),
+]
+
+
+@pytest.mark.parametrize(("cls", "field", "value"), WRONG_KIND, ids=lambda x: getattr(x, "__name__", repr(x)))
+def test_value_of_the_wrong_kind_raises_invalid_value_error(cls, field, value) -> None:
+    with pytest.raises(InvalidValueError, match=rf"^{cls.__name__}\.{field} must be"):
+        cls(**{field: value})
