@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import gymnasium as gym
 import numpy as np
@@ -19,6 +20,7 @@ from rlcore.nets import (
     SquashedGaussianActor,
     squashed_gaussian_log_prob,
 )
+from rlcore.stats import EpisodeStats, EpochStats, TimeStats, flatten_stats, logged_fields, mean_stats
 from torch import nn
 
 torch.set_num_threads(1)
@@ -232,7 +234,7 @@ def test_dqn_td_target_double_and_plain(double_q: bool) -> None:
     stats = algo.update(batch)
     assert stats.loss == pytest.approx(np.mean((q - y) ** 2), rel=1e-6)
     assert stats.q_mean == pytest.approx(1.5)
-    assert algo.priorities is None
+    assert stats.priorities is None
 
 
 @pytest.mark.parametrize("loss", ["huber", "mse"])
@@ -257,7 +259,7 @@ def test_dqn_per_weights_multiply_every_loss_branch(loss: str) -> None:
     per_sample = np.where(td > 1, td - 0.5, 0.5 * td**2) if loss == "huber" else td**2
     stats = algo.update(batch)
     assert stats.loss == pytest.approx(np.mean(w * per_sample), rel=1e-6)
-    np.testing.assert_allclose(algo.priorities, td, rtol=1e-6)
+    np.testing.assert_allclose(stats.priorities, td, rtol=1e-6)
 
 
 def test_dqn_epsilon_schedule_and_greedy_actions() -> None:
@@ -312,8 +314,9 @@ def test_continuous_update_act_and_state_dict_roundtrip(cls, config, obs_space) 
     batch = make_batch(obs_space, BOX_ACT)
     for _ in range(3):
         stats = algo.update(batch)
-    for name, value in vars(stats).items():
-        assert isinstance(value, float) and np.isfinite(value), name
+    for f in logged_fields(stats):
+        value = getattr(stats, f.name)
+        assert isinstance(value, float) and np.isfinite(value), f.name
     obs = batch.obs
     act = algo.act(obs)
     assert act.shape == (16, 2) and act.dtype == np.float32
@@ -342,8 +345,8 @@ def test_continuous_per_weights_scale_every_loss(cls, config) -> None:
     assert s3.actor_loss == pytest.approx(3 * s1.actor_loss, rel=1e-5)
     if cls is SAC:
         assert s3.alpha_loss == pytest.approx(3 * s1.alpha_loss, rel=1e-5)
-    assert algo.priorities is not None and algo.priorities.shape == (16,)
-    assert np.all(algo.priorities >= 0)
+    assert s1.priorities is not None and s1.priorities.shape == (16,)
+    assert np.all(s1.priorities >= 0)
 
 
 def test_ddpg_critic_target_uses_batch_discount_and_clip() -> None:
@@ -428,3 +431,193 @@ def test_actor_step_leaves_critic_gradients_alone(cls, config) -> None:
     assert "actor" in seen
     assert all(torch.equal(a, b) for a, b in zip(seen["critic"], seen["actor"], strict=True))
     assert all(p.requires_grad for p in algo.critic.parameters())
+
+
+# ---------------------------------------------------------------- PER priorities in the stats
+
+
+def _frozen(cls, config):
+    """An algorithm whose learning rates are 0, so a reference computed before ``update`` stays valid."""
+    torch.manual_seed(0)
+    return cls.from_spaces(BOX_OBS, BOX_ACT, config, device="cpu")
+
+
+def _reference_td_abs(algo, batch: TransitionBatch, seed: int) -> np.ndarray:
+    """``|Q_1(o, a) - y|`` computed independently of ``update`` (float64 NumPy), drawing the same
+    random numbers as ``update`` does after ``torch.manual_seed(seed)``."""
+    t = batch.to_torch()
+    rew, discount = t.rew.double().numpy(), t.discount.double().numpy()
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        obs, obs_next = algo.encoder(t.obs), algo.encoder(t.obs_next)
+        q = algo.critic(obs, t.act)[0].double().numpy()
+        if isinstance(algo, SAC):
+            a_next, logp_next = algo.actor(obs_next)
+            q_next = algo.critic_target(obs_next, a_next).min(0).values - algo.alpha * logp_next
+        elif isinstance(algo, TD3):  # target_policy_noise = 0: the smoothing is the identity
+            q_next = algo.critic_target(obs_next, algo.actor_target(obs_next)).min(0).values
+        else:
+            q_next = algo.critic_target(obs_next, algo.actor_target(obs_next))[0]
+    return np.abs(q - (rew + discount * q_next.double().numpy()))
+
+
+FROZEN = [
+    (DDPG, DDPGConfig(hidden=(8,), actor_lr=0.0, critic_lr=0.0, normalize_obs=False, seed=0)),
+    (TD3, TD3Config(hidden=(8,), actor_lr=0.0, critic_lr=0.0, target_policy_noise=0.0, seed=0)),
+    (SAC, SACConfig(hidden=(8,), actor_lr=0.0, critic_lr=0.0, alpha_lr=0.0)),
+]
+
+
+@pytest.mark.parametrize(("cls", "config"), FROZEN, ids=lambda x: getattr(x, "__name__", ""))
+def test_update_returns_priorities_equal_to_abs_td_error_when_weighted(cls, config) -> None:
+    algo = _frozen(cls, config)
+    batch = make_batch(BOX_OBS, BOX_ACT, b=5, weights=np.linspace(0.2, 1.0, 5).astype(np.float32), seed=3)
+    want = _reference_td_abs(algo, batch, seed=7)
+    torch.manual_seed(7)
+    stats = algo.update(batch)
+    assert isinstance(stats.priorities, np.ndarray)
+    assert stats.priorities.dtype == np.float32 and stats.priorities.shape == (5,)
+    np.testing.assert_allclose(stats.priorities, want, rtol=1e-5, atol=1e-6)
+    assert stats.td_abs_mean == pytest.approx(float(want.mean()), rel=1e-5)
+    assert not hasattr(algo, "priorities")  # the algorithm keeps no priorities
+
+
+def test_dqn_update_returns_float32_priorities_equal_to_abs_td_error() -> None:
+    algo = _linear_dqn(True, "mse")
+    obs = np.array([[3.0, 0.0], [0.0, 0.1], [1.0, 1.0]], np.float32)
+    batch = TransitionBatch(
+        obs,
+        np.array([0, 1, 1]),
+        np.array([1.0, 0.0, -0.5], np.float32),
+        np.zeros((3, 2), np.float32),
+        np.zeros(3, bool),
+        np.zeros(3, bool),
+        np.ones(3, np.float32),
+        np.arange(3),
+        np.ones(3, np.float32),
+    )
+    stats = algo.update(batch)  # y = rew (Q'(0) = 0); Q(o, a) = (o0, 2 o1)[a]
+    assert stats.priorities is not None and stats.priorities.dtype == np.float32
+    np.testing.assert_allclose(stats.priorities, [2.0, 0.2, 2.5], rtol=1e-6)
+    assert not hasattr(algo, "priorities")
+
+
+@pytest.mark.parametrize(
+    ("cls", "config"),
+    [*CONTINUOUS, (DQN, DQNConfig(hidden=(8,), seed=0))],
+    ids=lambda x: getattr(x, "__name__", ""),
+)
+def test_update_returns_no_priorities_without_weights(cls, config) -> None:
+    act_space = gym.spaces.Discrete(3) if cls is DQN else BOX_ACT
+    algo = cls.from_spaces(BOX_OBS, act_space, config, device="cpu")
+    assert algo.update(make_batch(BOX_OBS, act_space)).priorities is None
+
+
+def test_priorities_are_neither_logged_nor_averaged_nor_compared() -> None:
+    algo = DQN.from_spaces(BOX_OBS, gym.spaces.Discrete(3), DQNConfig(hidden=(8,), seed=0), device="cpu")
+    w = np.ones(16, np.float32)
+    s1 = algo.update(make_batch(BOX_OBS, gym.spaces.Discrete(3), weights=w, seed=1))
+    s2 = algo.update(make_batch(BOX_OBS, gym.spaces.Discrete(3), weights=w, seed=2))
+    assert s1.priorities is not None and s2.priorities is not None
+    assert "priorities" not in {f.name for f in logged_fields(s1)}
+    assert "priorities" not in repr(s1)
+    assert s1 == dataclasses.replace(s1, priorities=None)
+    mean = mean_stats([s1, s2])
+    assert mean is not None and mean.priorities is None
+    assert mean.loss == pytest.approx((s1.loss + s2.loss) / 2)
+    time = TimeStats(
+        env_steps=1,
+        grad_steps=2,
+        episodes=0,
+        collect_s=0,
+        update_s=0,
+        eval_s=0,
+        iteration_s=0,
+        env_steps_per_s=0,
+    )
+    episodes = EpisodeStats.from_episodes([], [], [])
+    flat = flatten_stats(
+        EpochStats(iteration=1, env_steps=1, grad_steps=2, rollout=episodes, train=s1, eval=None, time=time)
+    )
+    assert "train/loss" in flat and not any("priorities" in k for k in flat)
+    assert all(isinstance(v, float) for v in flat.values())
+
+
+# ---------------------------------------------------------------- SAC as CleanRL's sac_continuous_action.py
+
+
+def _count_steps(optimizer: torch.optim.Optimizer) -> list[int]:
+    calls = [0]
+    step = optimizer.step
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return step(*a, **k)
+
+    optimizer.step = counted  # type: ignore[method-assign]
+    return calls
+
+
+def test_sac_policy_frequency_takes_k_actor_and_alpha_steps_every_k_critic_steps() -> None:
+    torch.manual_seed(0)
+    algo = SAC.from_spaces(BOX_OBS, BOX_ACT, SACConfig(hidden=(8,), policy_frequency=3), device="cpu")
+    critic, actor, alpha = (
+        _count_steps(o) for o in (algo.critic_optimizer, algo.actor_optimizer, algo.alpha_optimizer)
+    )
+    seen = []
+    for k in range(1, 7):
+        algo.update(make_batch(BOX_OBS, BOX_ACT, seed=k))
+        seen.append((critic[0], actor[0], alpha[0]))
+    assert seen == [(1, 0, 0), (2, 0, 0), (3, 3, 3), (4, 3, 3), (5, 3, 3), (6, 6, 6)]
+
+
+def test_sac_temperature_loss_uses_the_actor_steps_own_sample() -> None:
+    """sac.py's documented difference from CleanRL: ``alpha_loss = -alpha * mean(log pi(a|o) + H)`` with
+    ``a`` the actor step's sample of the actor *before* its step (the second draw, after the target's),
+    not a fresh sample of the updated actor."""
+    torch.manual_seed(0)
+    cfg = SACConfig(hidden=(8,), actor_lr=0.05, critic_lr=0.0, init_alpha=0.5, target_entropy=-1.0)
+    algo = SAC.from_spaces(BOX_OBS, BOX_ACT, cfg, device="cpu")
+    batch = make_batch(BOX_OBS, BOX_ACT, b=32)
+    obs_BO = algo.encoder(batch.to_torch().obs)
+    torch.manual_seed(11)
+    torch.randn(32, 2)  # the target's draw
+    with torch.no_grad():
+        _, log_prob_before = algo.actor(obs_BO)
+    torch.manual_seed(11)
+    stats = algo.update(batch)
+    torch.manual_seed(11)
+    torch.randn(32, 2), torch.randn(32, 2)  # the target's and the actor step's draws
+    with torch.no_grad():
+        _, log_prob_fresh = algo.actor(obs_BO)  # what CleanRL would use: the updated actor, a new draw
+    want = float(-0.5 * (log_prob_before + -1.0).mean())
+    assert stats.alpha_loss == pytest.approx(want, rel=1e-5)
+    assert abs(want - float(-0.5 * (log_prob_fresh + -1.0).mean())) > 1e-3  # the two do differ here
+
+
+def test_sac_actor_steps_after_a_temperature_step_use_the_new_alpha() -> None:
+    """With ``policy_frequency=2`` the second actor step's loss is ``mean(alpha_1 log pi - min_k Q_k)``
+    with ``alpha_1`` the temperature after the first temperature step (CleanRL refreshes ``alpha``)."""
+    torch.manual_seed(0)
+    cfg = SACConfig(hidden=(8,), policy_frequency=2, alpha_lr=0.5, actor_lr=0.0, critic_lr=0.0)
+    algo = SAC.from_spaces(BOX_OBS, BOX_ACT, cfg, device="cpu")
+    alphas: list[float] = []
+    step = algo.actor_optimizer.step
+
+    def record(*a, **k):
+        alphas.append(float(algo.log_alpha.detach().exp()))
+        return step(*a, **k)
+
+    algo.actor_optimizer.step = record  # type: ignore[method-assign]
+    algo.update(make_batch(BOX_OBS, BOX_ACT, seed=1))  # critic step only
+    batch = make_batch(BOX_OBS, BOX_ACT, b=32, seed=2)
+    torch.manual_seed(5)
+    stats = algo.update(batch)  # critic step, then actor, alpha, actor, alpha
+    assert len(alphas) == 2 and alphas[0] == pytest.approx(1.0) and alphas[1] != pytest.approx(1.0)
+    obs_BO = algo.encoder(batch.to_torch().obs)
+    torch.manual_seed(5)
+    torch.randn(32, 2), torch.randn(32, 2)  # the target's and the first actor step's draws
+    with torch.no_grad():
+        pi, log_prob = algo.actor(obs_BO)  # networks unchanged (learning rates 0)
+        want = float((alphas[1] * log_prob - algo.critic(obs_BO, pi).min(0).values).mean())
+    assert stats.actor_loss == pytest.approx(want, rel=1e-5)

@@ -27,6 +27,7 @@ from rlcore.distributed import (  # noqa: E402
     ShardedReplayBuffer,
     init_ray,
 )
+from rlcore.stats import not_logged  # noqa: E402
 
 F32 = np.float32
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
@@ -296,6 +297,7 @@ def test_per_frequencies_and_weights(ray_session):
 @dataclass(frozen=True)
 class _Stats:
     loss: float
+    priorities: np.ndarray | None = not_logged()
 
 
 class _RandomAlgo:
@@ -305,7 +307,6 @@ class _RandomAlgo:
         import torch
 
         self.device = torch.device("cpu")
-        self.priorities = None
         self.net = torch.nn.Linear(3, 1)
         self.rng = np.random.default_rng(0)
 
@@ -314,10 +315,11 @@ class _RandomAlgo:
 
     def update(self, batch):
         assert batch.obs.shape[0] == 64
+        priorities = None
         if batch.weights is not None:  # priorities flow back through the trainer
             assert batch.weights.dtype == np.float32 and (batch.weights <= 1).all()
-            self.priorities = np.abs(batch.rew).astype(np.float64) + 0.1
-        return _Stats(loss=float(batch.rew.mean()))
+            priorities = np.abs(batch.rew).astype(np.float32) + 0.1
+        return _Stats(loss=float(batch.rew.mean()), priorities=priorities)
 
     def state_dict(self):
         return {}

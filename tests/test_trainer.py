@@ -11,7 +11,7 @@ import pytest
 import torch
 from rlcore.algos import DDPG, DQN, SAC, TD3, DDPGConfig, DQNConfig, SACConfig, SACStats, TD3Config
 from rlcore.batch import TransitionBatch
-from rlcore.stats import EpochStats, EvalStats, flatten_stats
+from rlcore.stats import EpochStats, EvalStats, flatten_stats, logged_fields
 from rlcore.trainers.checkpoint import resume_seed
 from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
 
@@ -247,6 +247,34 @@ def test_prioritized_buffer_gets_priorities_and_annealed_beta() -> None:
     assert buf.beta == pytest.approx(1.0)
 
 
+def test_trainer_hands_the_priorities_of_each_update_result_to_the_buffer() -> None:
+    """The contract: ``update`` returns its stats with ``priorities``; the trainer passes exactly
+    those, with the batch's indices, to ``buffer.update_priorities`` (and nothing without weights)."""
+    envs = pendulum()
+    algo = TD3.from_spaces(
+        envs.single_observation_space, envs.single_action_space, TD3Config(hidden=(16,)), device="cpu"
+    )
+    seen: list[tuple[TransitionBatch, Any]] = []
+    update = algo.update
+
+    def recording_update(batch: TransitionBatch) -> Any:
+        stats = update(batch)
+        seen.append((batch, stats))
+        return stats
+
+    algo.update = recording_update  # type: ignore[method-assign]
+    buf = TinyReplay(1000, prioritized=True)
+    cfg = OffPolicyTrainerConfig(max_env_steps=60, collect_env_steps=20, batch_size=16, warmup_env_steps=20)
+    OffPolicyTrainer(algo, buf, envs, config=cfg).run()
+    assert len(seen) == len(buf.priority_updates) > 0
+    for (batch, stats), (idx, prio) in zip(seen, buf.priority_updates, strict=True):
+        assert prio is stats.priorities and prio.dtype == np.float32
+        np.testing.assert_array_equal(idx, batch.indices)
+    plain = TinyReplay(1000)
+    OffPolicyTrainer(algo, plain, envs, config=cfg).run()
+    assert plain.priority_updates == []
+
+
 def test_invalid_trainer_configs_raise() -> None:
     with pytest.raises(ValueError):
         OffPolicyTrainerConfig(collect_env_steps=0)
@@ -344,7 +372,7 @@ def test_smoke_every_algorithm(algo_name: str, env_id: str) -> None:
     assert 300 <= last.env_steps < 300 + 2  # a vector step may overshoot by N - 1 (reset rows)
     assert 200 <= last.grad_steps <= last.env_steps - 100
     assert last.eval is not None and np.isfinite(last.eval.return_mean)
-    assert all(np.isfinite(v) for v in vars(last.train).values())
+    assert all(np.isfinite(getattr(last.train, f.name)) for f in logged_fields(last.train))
 
 
 def test_real_prioritized_buffer_priorities_flow_back() -> None:

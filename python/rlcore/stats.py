@@ -3,6 +3,10 @@
 Algorithm statistics (``DQNStats``, ``SACStats``, ...) live beside their algorithms; this module holds
 what the collector and the trainer report. :func:`flatten_stats` turns an :class:`EpochStats` into the
 namespaced metric dict the loggers write (``rollout/``, ``train/``, ``eval/``, ``time/``).
+
+A stats field declared with :func:`not_logged` (e.g. the PER priorities an off-policy ``update`` hands
+back) travels with the record but is neither logged by :func:`flatten_stats` nor averaged by
+:func:`mean_stats`; :func:`logged_fields` lists the others.
 """
 
 from __future__ import annotations
@@ -22,8 +26,30 @@ __all__ = [
     "EvalStats",
     "TimeStats",
     "flatten_stats",
+    "logged_fields",
     "mean_stats",
+    "not_logged",
 ]
+
+
+def not_logged(default: Any = None) -> Any:
+    """A stats dataclass field that is carried but never logged nor averaged.
+
+    It defaults to ``default``, is left out of ``repr`` and ``==``, and is marked
+    ``metadata={"log": False}``, which :func:`flatten_stats` and :func:`mean_stats` skip (the mean of
+    several records gets ``default`` there). Use it for per-sample arrays such as PER priorities.
+    """
+    return dataclasses.field(default=default, repr=False, compare=False, metadata={"log": False})
+
+
+def logged_fields(stats: Any) -> tuple[dataclasses.Field[Any], ...]:
+    """The fields of a stats dataclass (class or instance) that are logged and averaged: all but
+    those declared with :func:`not_logged`.
+
+    Raises:
+        TypeError: ``stats`` is not a dataclass.
+    """
+    return tuple(f for f in dataclasses.fields(stats) if f.metadata.get("log", True))
 
 
 @dataclass(frozen=True)
@@ -128,6 +154,8 @@ S = TypeVar("S")
 def mean_stats(stats: Sequence[S]) -> S | None:
     """Field-wise mean of a sequence of stats dataclasses of one type; ``None`` for an empty sequence.
 
+    Fields declared with :func:`not_logged` are not averaged: the mean record gets their default.
+
     Raises:
         TypeError: the items are not dataclasses of one type.
     """
@@ -136,7 +164,7 @@ def mean_stats(stats: Sequence[S]) -> S | None:
     cls = type(stats[0])
     if not dataclasses.is_dataclass(cls) or any(type(s) is not cls for s in stats):
         raise TypeError("mean_stats expects dataclass instances of a single type")
-    fields = [f.name for f in dataclasses.fields(cls)]
+    fields = [f.name for f in logged_fields(cls)]
     means = {name: float(np.mean([getattr(s, name) for s in stats])) for name in fields}
     return cls(**means)  # type: ignore[return-value]
 
@@ -144,7 +172,7 @@ def mean_stats(stats: Sequence[S]) -> S | None:
 def _put(out: dict[str, float], prefix: str, obj: Any) -> None:
     if obj is None:
         return
-    for f in dataclasses.fields(obj):
+    for f in logged_fields(obj):
         value = getattr(obj, f.name)
         if isinstance(value, bool | int | float) and not (isinstance(value, float) and math.isnan(value)):
             out[f"{prefix}/{f.name}"] = float(value)
@@ -153,7 +181,8 @@ def _put(out: dict[str, float], prefix: str, obj: Any) -> None:
 def flatten_stats(stats: EpochStats) -> dict[str, float]:
     """Namespaced metrics of an iteration: ``rollout/*``, ``train/*``, ``eval/*``, ``time/*``.
 
-    NaN entries (no episode finished, no success signal) and ``None`` sections are left out.
+    NaN entries (no episode finished, no success signal), ``None`` sections and fields declared with
+    :func:`not_logged` are left out.
     """
     out: dict[str, float] = {"time/iteration": float(stats.iteration)}
     _put(out, "rollout", stats.rollout)

@@ -10,28 +10,22 @@ on ``policy_loss - ent_coef * entropy + vf_coef * value_loss`` with RMSprop (SB3
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from rlcore.algos.actor_critic import (
     ActorCritic,
-    ReturnNormalizer,
+    ActorCriticAlgorithm,
     anneal_learning_rate,
-    clip_grad_norm,
+    default_policy,
     explained_variance,
     flatten_valid,
-    make_adam,
     normalize_advantages,
-    policy_act,
-    policy_act_value,
-    policy_value,
     value_loss,
 )
-from rlcore.algos.common import resolve_device
+from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
 from rlcore.batch import Rollout
 
 __all__ = ["A2C", "A2CConfig", "A2CStats"]
@@ -69,10 +63,15 @@ class A2CConfig:
     """Initial log standard deviation of the Gaussian policy (continuous actions)."""
 
     def __post_init__(self) -> None:
-        if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0):
-            raise ValueError(f"gamma and gae_lambda must be in [0, 1], got {self.gamma}, {self.gae_lambda}")
-        if self.lr <= 0 or (self.lr_anneal_env_steps is not None and self.lr_anneal_env_steps < 1):
-            raise ValueError("lr must be > 0 and lr_anneal_env_steps >= 1 or None")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        check_fields(
+            self,
+            positive=("lr", "max_grad_norm"),
+            counts=("lr_anneal_env_steps",),
+            unit_interval=("gamma", "gae_lambda"),
+            non_negative=("ent_coef", "vf_coef"),
+            finite=("init_log_std",),
+        )
 
 
 @dataclass(frozen=True)
@@ -93,8 +92,11 @@ class A2CStats:
     """Learning rate used in this update."""
 
 
-class A2C:
+class A2C(ActorCriticAlgorithm):
     """A2C for ``Discrete`` and ``Box`` action spaces.
+
+    ``act``, ``act_value``, ``value``, ``state_dict`` and ``load_state_dict`` are
+    :class:`~rlcore.algos.actor_critic.ActorCriticAlgorithm`'s.
 
     Args:
         policy: actor-critic networks (with a critic).
@@ -107,6 +109,8 @@ class A2C:
         ValueError: the policy has no critic.
     """
 
+    config: A2CConfig
+
     def __init__(
         self,
         *,
@@ -118,15 +122,8 @@ class A2C:
     ) -> None:
         if policy.critic is None:
             raise ValueError("A2C needs an ActorCritic with a critic (with_critic=True)")
-        self.config = config
-        self.device = resolve_device(device)
-        self.policy = policy.to(self.device)
+        super().__init__(policy=policy, num_envs=num_envs, config=config, device=device)
         self.optimizer = optimizer
-        self.return_normalizer = (
-            ReturnNormalizer(num_envs, config.gamma) if config.normalize_returns else None
-        )
-        self.env_steps = 0
-        self.grad_steps = 0
 
     @classmethod
     def from_spaces(
@@ -141,32 +138,13 @@ class A2C:
         """Build the default actor-critic (64x64 tanh MLPs) and its RMSprop (or Adam) optimizer."""
         config = config or A2CConfig()
         dev = resolve_device(device)
-        policy = ActorCritic(
-            observation_space,
-            action_space,
-            config.hidden,
-            fused=True,
-            normalize_obs=config.normalize_obs,
-            init_log_std=config.init_log_std,
-        ).to(dev)
+        policy = default_policy(observation_space, action_space, config, fused=True, device=dev)
         optimizer: torch.optim.Optimizer
         if config.rmsprop:
             optimizer = torch.optim.RMSprop(policy.parameters(), lr=config.lr, alpha=0.99, eps=1e-5)
         else:
-            optimizer = make_adam(policy.parameters(), lr=config.lr, eps=1e-5)
+            optimizer = adam(policy.parameters(), lr=config.lr, eps=1e-5)
         return cls(policy=policy, optimizer=optimizer, num_envs=num_envs, config=config, device=dev)
-
-    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
-        """Actions for N observations: a sample, or the mode when ``deterministic`` (unclipped)."""
-        return policy_act(self.policy, obs, self.device, deterministic=deterministic)
-
-    def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(act, log_prob [N], value [N])`` for the sampler."""
-        return policy_act_value(self.policy, obs, self.device)
-
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        """``V(o)`` float32 ``[N]``."""
-        return policy_value(self.policy, obs, self.device)
 
     def update(self, rollout: Rollout) -> A2CStats:
         """One gradient step on the whole rollout; then fold its observations into the normaliser."""
@@ -187,10 +165,7 @@ class A2C:
         v_loss = value_loss(value_B, b["ret"])
         entropy = entropy_B.mean()
         loss = pg_loss - c.ent_coef * entropy + c.vf_coef * v_loss
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = clip_grad_norm(self.policy.parameters(), c.max_grad_norm)
-        self.optimizer.step()
+        grad_norm = gradient_step(self.optimizer, loss, self.policy.parameters(), c.max_grad_norm)
         self.grad_steps += 1
 
         self.policy.update_obs_stats(b["obs"])
@@ -203,25 +178,3 @@ class A2C:
             grad_norm=grad_norm,
             learning_rate=lr,
         )
-
-    def state_dict(self) -> dict[str, Any]:
-        """Networks (incl. observation normaliser), optimizer, return normaliser and counters."""
-        return {
-            "config": asdict(self.config),
-            "policy": self.policy.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "return_normalizer": None
-            if self.return_normalizer is None
-            else self.return_normalizer.state_dict(),
-            "env_steps": self.env_steps,
-            "grad_steps": self.grad_steps,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.return_normalizer is not None:
-            self.return_normalizer.load_state_dict(state["return_normalizer"])
-        self.env_steps = int(state["env_steps"])
-        self.grad_steps = int(state["grad_steps"])

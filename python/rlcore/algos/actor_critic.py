@@ -7,8 +7,13 @@
   ``torch.distributions`` objects on the hot path).
 * :class:`ReturnNormalizer`: scales rewards by the running std of the discounted return
   (gymnasium's ``NormalizeReward``, SB3's ``VecNormalize(norm_reward=True)``).
+* :class:`ActorCriticAlgorithm`: what VPG, A2C and PPO share around their ``update``: the policy
+  on its device, the return normaliser, the step counters, ``act``/``act_value``/``value`` for the
+  sampler, and the state-dict layout. Each algorithm adds its config, its optimizer(s),
+  ``from_spaces`` (through :func:`default_policy`) and ``update``.
 * Free functions: :func:`ppo_policy_loss`, :func:`value_loss`, :func:`normalize_advantages`,
-  :func:`explained_variance`, :func:`flatten_valid`.
+  :func:`explained_variance`, :func:`flatten_valid`, :func:`anneal_learning_rate`. Adam and gradient
+  clipping are :mod:`rlcore.algos.common`'s.
 
 Dimension letters: B batch (valid rows of a rollout), T time, N envs, O flat observation, A action.
 """
@@ -16,33 +21,33 @@ Dimension letters: B batch (valid rows of a rollout), T time, N envs, O flat obs
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
+from rlcore.algos.common import resolve_device
 from rlcore.batch import Rollout
 from rlcore.nets import EnsembleLinear, ObsEncoder, RunningMeanStd
 
 __all__ = [
     "ActorCritic",
+    "ActorCriticAlgorithm",
     "OnPolicyAlgorithm",
+    "PolicyConfig",
     "ReturnNormalizer",
     "anneal_learning_rate",
     "approx_kl",
     "clip_fraction",
-    "clip_grad_norm",
+    "default_policy",
     "explained_variance",
     "flatten_valid",
     "gaussian_log_prob",
-    "make_adam",
     "normalize_advantages",
-    "policy_act",
-    "policy_act_value",
-    "policy_value",
     "ppo_policy_loss",
     "value_loss",
 ]
@@ -369,32 +374,6 @@ def explained_variance(pred: np.ndarray, target: np.ndarray) -> float:
     return float("nan") if var == 0 else 1.0 - float(np.var(target - pred)) / var
 
 
-@torch.no_grad()
-def policy_act(policy: ActorCritic, obs: Any, device: torch.device, *, deterministic: bool) -> np.ndarray:
-    """Actions for a NumPy batch of N observations (int64 ``[N]`` or float32 ``[N, A]``, unclipped)."""
-    act, _ = policy.sample(
-        policy.features(torch.as_tensor(np.asarray(obs), device=device)), deterministic=deterministic
-    )
-    return act.cpu().numpy()
-
-
-@torch.no_grad()
-def policy_act_value(
-    policy: ActorCritic, obs: Any, device: torch.device
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(act, log_prob float32 [N], value float32 [N])`` for a NumPy batch of N observations."""
-    x_NO = policy.features(torch.as_tensor(np.asarray(obs), device=device))
-    out_NK, value_N = policy(x_NO)
-    act, log_prob_N = policy.sample(x_NO, out_BK=out_NK)
-    return act.cpu().numpy(), log_prob_N.cpu().numpy(), value_N.cpu().numpy()
-
-
-@torch.no_grad()
-def policy_value(policy: ActorCritic, obs: Any, device: torch.device) -> np.ndarray:
-    """``V(o)`` float32 ``[N]`` for a NumPy batch of N observations (zeros without a critic)."""
-    return policy.value(policy.features(torch.as_tensor(np.asarray(obs), device=device))).cpu().numpy()
-
-
 def anneal_learning_rate(
     optimizer: torch.optim.Optimizer, lr: float, env_steps: int, anneal_env_steps: int | None
 ) -> float:
@@ -409,14 +388,128 @@ def anneal_learning_rate(
     return lr
 
 
-def clip_grad_norm(params: Any, max_norm: float | None) -> float:
-    """Clip the global gradient norm when ``max_norm`` is set (foreach kernels); return the norm
-    before clipping (0 if unset)."""
-    if max_norm is None:
-        return 0.0
-    return float(nn.utils.clip_grad_norm_(list(params), max_norm, foreach=True))
+class PolicyConfig(Protocol):
+    """The config fields of VPG, A2C and PPO that :func:`default_policy` and
+    :class:`ActorCriticAlgorithm` read."""
+
+    @property
+    def hidden(self) -> Sequence[int]: ...
+    @property
+    def gamma(self) -> float: ...
+    @property
+    def normalize_obs(self) -> bool: ...
+    @property
+    def normalize_returns(self) -> bool: ...
+    @property
+    def init_log_std(self) -> float: ...
 
 
-def make_adam(params: Any, *, lr: float, eps: float) -> torch.optim.Adam:
-    """Adam with the fused kernel (one kernel per step instead of one per parameter and op)."""
-    return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+def default_policy(
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    config: PolicyConfig,
+    *,
+    fused: bool,
+    with_critic: bool = True,
+    device: torch.device,
+) -> ActorCritic:
+    """The default :class:`ActorCritic` of an on-policy config (tanh MLPs of widths
+    ``config.hidden``), on ``device``.
+
+    Raises:
+        ValueError: unsupported spaces, or ``fused`` without a critic.
+    """
+    return ActorCritic(
+        observation_space,
+        action_space,
+        config.hidden,
+        with_critic=with_critic,
+        fused=fused,
+        normalize_obs=config.normalize_obs,
+        init_log_std=config.init_log_std,
+    ).to(device)
+
+
+class ActorCriticAlgorithm:
+    """The part of VPG, A2C and PPO that is not their update (the one base class of the on-policy
+    algorithms; they differ only in ``__init__``'s optimizers, ``from_spaces`` and ``update``).
+
+    Holds ``config``, ``device``, the ``policy`` on it, the optional ``return_normalizer``, the
+    counters ``env_steps`` (valid rollout rows seen by ``update``) and ``grad_steps``; answers the
+    sampler's ``act``/``act_value``/``value``; saves and restores all of it plus the optimizers
+    named in :attr:`OPTIMIZERS` and, when set, the generator ``rng``.
+
+    Args:
+        policy: actor (and critic) networks.
+        num_envs: N of the rollouts (the return normaliser keeps one running return per env).
+        config: the algorithm's config (reads ``gamma`` and ``normalize_returns``).
+        device: where the networks live (``None``/``"auto"``: cuda when available).
+    """
+
+    OPTIMIZERS: ClassVar[tuple[str, ...]] = ("optimizer",)
+    """Attribute names of the optimizers, in state-dict order (``None`` values allowed)."""
+
+    def __init__(
+        self, *, policy: ActorCritic, num_envs: int, config: Any, device: str | torch.device | None
+    ) -> None:
+        self.config = config
+        self.device = resolve_device(device)
+        self.policy = policy.to(self.device)
+        self.return_normalizer = (
+            ReturnNormalizer(num_envs, config.gamma) if config.normalize_returns else None
+        )
+        self.rng: np.random.Generator | None = None
+        self.env_steps = 0
+        self.grad_steps = 0
+
+    def _features(self, obs: Any) -> torch.Tensor:
+        return self.policy.features(torch.as_tensor(np.asarray(obs), device=self.device))
+
+    @torch.no_grad()
+    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
+        """Actions for N observations: a sample, or the mode when ``deterministic``; int64 ``[N]``
+        (``Discrete``) or float32 ``[N, A]`` (``Box``, unclipped)."""
+        act, _ = self.policy.sample(self._features(obs), deterministic=deterministic)
+        return act.cpu().numpy()
+
+    @torch.no_grad()
+    def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(act, log_prob float32 [N], value float32 [N])`` for the sampler (value 0 without a critic)."""
+        x_NO = self._features(obs)
+        out_NK, value_N = self.policy(x_NO)
+        act, log_prob_N = self.policy.sample(x_NO, out_BK=out_NK)
+        return act.cpu().numpy(), log_prob_N.cpu().numpy(), value_N.cpu().numpy()
+
+    @torch.no_grad()
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """``V(o)`` float32 ``[N]`` (zeros without a critic)."""
+        return self.policy.value(self._features(obs)).cpu().numpy()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Config, networks (incl. observation normaliser), optimizers, return normaliser, the
+        generator (when set) and the counters."""
+        state: dict[str, Any] = {"config": asdict(self.config), "policy": self.policy.state_dict()}
+        for name in self.OPTIMIZERS:
+            optimizer = getattr(self, name)
+            state[name] = None if optimizer is None else optimizer.state_dict()
+        rn = self.return_normalizer
+        state["return_normalizer"] = None if rn is None else rn.state_dict()
+        if self.rng is not None:
+            state["rng"] = self.rng.bit_generator.state
+        state["env_steps"] = self.env_steps
+        state["grad_steps"] = self.grad_steps
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned, in place (the config is not read)."""
+        self.policy.load_state_dict(state["policy"])
+        for name in self.OPTIMIZERS:
+            optimizer = getattr(self, name)
+            if optimizer is not None:
+                optimizer.load_state_dict(state[name])
+        if self.return_normalizer is not None:
+            self.return_normalizer.load_state_dict(state["return_normalizer"])
+        if self.rng is not None:
+            self.rng.bit_generator.state = state["rng"]
+        self.env_steps = int(state["env_steps"])
+        self.grad_steps = int(state["grad_steps"])

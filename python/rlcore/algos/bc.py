@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.algos.common import obs_to_torch, resolve_device
+from rlcore.algos.common import adam, check_fields, gradient_step, obs_to_torch, resolve_device
 from rlcore.batch import TransitionBatch
 from rlcore.nets import DeterministicActor, ObsEncoder, mlp
 
@@ -48,10 +48,8 @@ class BCConfig:
     """Normalise observations with running statistics of the expert's observations."""
 
     def __post_init__(self) -> None:
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        check_fields(self, positive=("lr",), non_negative=("weight_decay",))
 
 
 @dataclass(frozen=True)
@@ -145,7 +143,7 @@ class BC:
         dev = resolve_device(device)
         policy = BCPolicy(observation_space, action_space, config.hidden, normalize_obs=config.normalize_obs)
         policy = policy.to(dev)
-        optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        optimizer = adam(policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         return cls(policy=policy, optimizer=optimizer, config=config, device=dev)
 
     @torch.no_grad()
@@ -177,9 +175,7 @@ class BC:
             act_BA = act.reshape(out.shape).float()
             loss = F.mse_loss(out, act_BA)
             accuracy = float("nan")
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        gradient_step(self.optimizer, loss, self.policy.parameters(), None)
         self.grad_steps += 1
         return BCStats(loss=loss.item(), accuracy=accuracy)
 

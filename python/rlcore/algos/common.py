@@ -1,47 +1,67 @@
-"""Math and helpers shared by the off-policy algorithms.
+"""Math and helpers shared by the algorithms.
 
-Free functions, no state: polyak averaging, TD targets, importance-weighted losses, and the small
-conversions between NumPy observations and torch tensors. Also the :class:`OffPolicyAlgorithm`
-protocol that the trainer relies on.
+Free functions, no state: one Adam, gradient clipping and the gradient step, polyak averaging, TD
+targets, importance-weighted losses, PER priorities, the small conversions between NumPy
+observations and torch tensors, and :func:`check_fields`, the range checks of every config. Also the
+:class:`OffPolicyAlgorithm` protocol that the off-policy trainers rely on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import math
+import numbers
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import torch
 from torch import nn
 
 from rlcore.batch import TransitionBatch
+from rlcore.errors import InvalidValueError
 from rlcore.nets import squashed_gaussian_log_prob
 
 __all__ = [
     "OffPolicyAlgorithm",
     "TargetNetwork",
     "adam",
+    "as_torch",
+    "check_fields",
+    "clip_grad",
+    "freeze",
+    "gradient_step",
+    "no_param_grad",
     "obs_to_torch",
     "polyak_update",
     "resolve_device",
     "squashed_gaussian_log_prob",
+    "td_priorities",
     "td_target",
     "weighted_mean",
 ]
 
 
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+
+
 @runtime_checkable
 class OffPolicyAlgorithm(Protocol):
-    """What a trainer needs from an algorithm (DQN, DDPG, TD3, SAC implement it).
+    """What a trainer needs from an off-policy algorithm (DQN, DDPG, TD3, SAC implement it).
 
-    ``update`` sets ``priorities`` to the new PER priorities ``[B]`` (float64 NumPy, ``|TD error|``)
-    when the batch carried importance weights, and to ``None`` otherwise; the trainer hands them to
-    ``buffer.update_priorities(batch.indices, priorities)``.
+    ``update(batch)`` returns the algorithm's frozen stats dataclass. Its field ``priorities`` holds
+    the new PER priorities, float32 NumPy ``[B]`` (``|TD error|`` of each sample), when the batch
+    carried importance weights, and ``None`` otherwise; it is declared with
+    :func:`rlcore.stats.not_logged`, so it is neither logged nor averaged. The trainer hands it back::
+
+        stats = algorithm.update(batch)
+        if batch.weights is not None and stats.priorities is not None:
+            buffer.update_priorities(batch.indices, stats.priorities)
+
+    The algorithm itself keeps no priorities.
     """
 
     device: torch.device
-    priorities: np.ndarray | None
 
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray: ...
 
@@ -52,15 +72,42 @@ class OffPolicyAlgorithm(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
-def adam(params: Iterable[torch.Tensor], *, lr: float) -> torch.optim.Adam:
-    """Adam (Kingma & Ba 2015, Algorithm 1; torch's defaults betas (0.9, 0.999), eps 1e-8) with the
-    fused kernel on CPU and CUDA: one pass over each parameter's data, gradient and moments per step
-    instead of about ten elementwise passes (the default single-tensor path on CPU). Other devices get
-    the default implementation.
+def adam(
+    params: Iterable[torch.Tensor], *, lr: float, eps: float = 1e-8, weight_decay: float = 0.0
+) -> torch.optim.Adam:
+    """Adam (Kingma & Ba 2015, Algorithm 1; betas (0.9, 0.999), epsilon ``eps``, L2 penalty
+    ``weight_decay`` added to the gradient) with the fused kernel on CPU and CUDA: one pass over each
+    parameter's data, gradient and moments per step instead of about ten elementwise passes (the
+    default single-tensor path on CPU). Other devices get the default implementation. Every
+    algorithm's Adam is built here.
     """
     params = list(params)
     fused = all(p.device.type in ("cpu", "cuda") for p in params)
-    return torch.optim.Adam(params, lr=lr, fused=fused or None)
+    return torch.optim.Adam(params, lr=lr, eps=eps, weight_decay=weight_decay, fused=fused or None)
+
+
+def clip_grad(params: Iterable[torch.Tensor], max_norm: float | None) -> float:
+    """Clip the global gradient norm when ``max_norm`` is set (foreach kernels); return the norm
+    before clipping (0 if unset)."""
+    if max_norm is None:
+        return 0.0
+    return float(nn.utils.clip_grad_norm_(list(params), max_norm, foreach=True))
+
+
+def gradient_step(
+    optimizer: torch.optim.Optimizer,
+    loss: torch.Tensor,
+    params: Iterable[torch.Tensor],
+    max_grad_norm: float | None,
+) -> float:
+    """One optimizer step on ``loss``: clear the gradients, backpropagate, clip the global norm of
+    ``params`` to ``max_grad_norm`` (``None``: no clipping), step. Returns the norm before clipping
+    (0 when clipping is off)."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = clip_grad(params, max_grad_norm)
+    optimizer.step()
+    return grad_norm
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -68,6 +115,11 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+def as_torch(batch: TransitionBatch, device: torch.device) -> TransitionBatch:
+    """The batch as tensors on ``device`` (unchanged when it already holds tensors)."""
+    return batch if isinstance(batch.rew, torch.Tensor) else batch.to_torch(device)
 
 
 def obs_to_torch(obs: Any, device: torch.device) -> Any:
@@ -131,12 +183,19 @@ def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     TargetNetwork(target, source).update(tau)
 
 
-def td_target(rew_B: torch.Tensor, discount_B: torch.Tensor, q_next_B: torch.Tensor) -> torch.Tensor:
+def td_target(
+    rew_B: torch.Tensor,
+    discount_B: torch.Tensor,
+    q_next_B: torch.Tensor,
+    *,
+    clip: tuple[float, float] | None = None,
+) -> torch.Tensor:
     """The (n-step) TD target ``y = rew + discount * q_next`` ``[B]``, without gradient.
 
     ``rew`` is the buffer's n-step return and ``discount = gamma**m * (1 - terminated)``
     (DESIGN.md "n-step"; Sutton & Barto 2018, eq. 7.1), so termination and window length are
-    already folded in: never multiply by gamma again here.
+    already folded in: never multiply by gamma again here. ``clip=(low, high)`` clamps the targets
+    to the range of possible returns (Andrychowicz et al. 2017, appendix A).
 
     Raises:
         ValueError: the three tensors do not all have shape ``[B]``.
@@ -146,7 +205,17 @@ def td_target(rew_B: torch.Tensor, discount_B: torch.Tensor, q_next_B: torch.Ten
             f"td_target expects three [B] tensors, got rew {tuple(rew_B.shape)}, "
             f"discount {tuple(discount_B.shape)}, q_next {tuple(q_next_B.shape)}"
         )
-    return (rew_B + discount_B * q_next_B).detach()
+    y_B = (rew_B + discount_B * q_next_B).detach()
+    return y_B if clip is None else y_B.clamp(*clip)
+
+
+def td_priorities(td_abs_B: torch.Tensor, weights_B: torch.Tensor | None) -> np.ndarray | None:
+    """New PER priorities: ``|TD error|`` as float32 NumPy ``[B]`` when the batch carried importance
+    weights (it came from a prioritized buffer), else ``None`` (Schaul et al. 2016, Algorithm 1,
+    line 11: ``p_j <- |delta_j|``; the buffer adds its epsilon and exponent alpha)."""
+    if weights_B is None:
+        return None
+    return td_abs_B.detach().float().cpu().numpy()
 
 
 def weighted_mean(loss_B: torch.Tensor, weights_B: torch.Tensor | None) -> torch.Tensor:
@@ -179,15 +248,95 @@ def no_param_grad(module: nn.Module | Sequence[torch.Tensor]) -> Iterator[None]:
             p.requires_grad_(True)
 
 
-def freeze(module: nn.Module) -> nn.Module:
+def freeze(module: ModuleT) -> ModuleT:
     """Turn off gradients of all parameters (target networks) and return the module."""
     for p in module.parameters():
         p.requires_grad_(False)
     return module
 
 
-def clip_grad(params: Iterable[torch.Tensor], max_norm: float | None) -> float:
-    """Clip the global gradient norm when ``max_norm`` is set; return the norm before clipping (0 if unset)."""
-    if max_norm is None:
-        return 0.0
-    return float(nn.utils.clip_grad_norm_(list(params), max_norm, foreach=True))
+# -- config checks -------------------------------------------------------------------------------
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _whole(value: Any, minimum: int) -> bool:
+    return _real(value) and math.isfinite(value) and float(value).is_integer() and value >= minimum
+
+
+def _widths(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str) and all(_whole(w, 1) for w in value)
+
+
+def _interval(value: Any) -> bool:
+    ok = isinstance(value, Sequence) and len(value) == 2 and all(_real(x) and math.isfinite(x) for x in value)
+    return ok and value[0] <= value[1]
+
+
+_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "widths": ("a sequence of layer widths >= 1", _widths),
+    "positive": ("a finite number > 0", lambda v: _real(v) and 0 < v < math.inf),
+    "non_negative": ("a finite number >= 0", lambda v: _real(v) and 0 <= v < math.inf),
+    "finite": ("a finite number", lambda v: _real(v) and math.isfinite(v)),
+    "unit_interval": ("in [0, 1]", lambda v: _real(v) and 0 <= v <= 1),
+    "positive_unit_interval": ("in (0, 1]", lambda v: _real(v) and 0 < v <= 1),
+    "counts": ("a whole number >= 1", lambda v: _whole(v, 1)),
+    "counts_from_zero": ("a whole number >= 0", lambda v: _whole(v, 0)),
+    "intervals": ("(low, high) with finite low <= high", _interval),
+}
+
+
+def check_fields(
+    config: object,
+    *,
+    widths: Sequence[str] = ("hidden",),
+    positive: Sequence[str] = (),
+    non_negative: Sequence[str] = (),
+    finite: Sequence[str] = (),
+    unit_interval: Sequence[str] = (),
+    positive_unit_interval: Sequence[str] = (),
+    counts: Sequence[str] = (),
+    counts_from_zero: Sequence[str] = (),
+    intervals: Sequence[str] = (),
+    choices: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """Range checks of a config dataclass's fields, grouped by kind (each argument names fields):
+
+    ``widths`` sequences of layer widths, whole numbers ``>= 1``; ``positive`` finite ``> 0``
+    (learning rates, clip ranges, norms); ``non_negative`` finite ``>= 0`` (loss weights, noise
+    scales); ``finite`` any finite number; ``unit_interval`` in ``[0, 1]`` (discounts,
+    probabilities); ``positive_unit_interval`` in ``(0, 1]`` (polyak ``tau``); ``counts`` whole
+    numbers ``>= 1`` (steps, intervals, sizes); ``counts_from_zero`` whole numbers ``>= 0``;
+    ``intervals`` pairs ``(low, high)`` with finite ``low <= high``; ``choices`` maps a field to its
+    allowed names. A field that is ``None`` (an option switched off) passes every kind but
+    ``widths``, ``unit_interval``, ``positive_unit_interval`` and ``choices``. NaN fails every kind.
+
+    Raises:
+        InvalidValueError: the first field that breaks its rule, as
+            ``"<Config>.<field> must be <rule>, got <value>"`` (also a ``ValueError``).
+    """
+    groups = {
+        "widths": widths,
+        "positive": positive,
+        "non_negative": non_negative,
+        "finite": finite,
+        "unit_interval": unit_interval,
+        "positive_unit_interval": positive_unit_interval,
+        "counts": counts,
+        "counts_from_zero": counts_from_zero,
+        "intervals": intervals,
+    }
+    cls = type(config).__name__
+    for kind, names in groups.items():
+        rule, ok = _KINDS[kind]
+        optional = kind not in ("widths", "unit_interval", "positive_unit_interval")
+        for name in names:
+            v = getattr(config, name)
+            if not ((optional and v is None) or ok(v)):
+                raise InvalidValueError(f"{cls}.{name} must be {rule}, got {v!r}")
+    for name, allowed in (choices or {}).items():
+        v = getattr(config, name)
+        if v not in allowed:
+            raise InvalidValueError(f"{cls}.{name} must be one of {tuple(allowed)}, got {v!r}")

@@ -6,14 +6,15 @@ clipped to the range of possible returns); Schaul et al. 2016 (importance weight
 order of CleanRL's ``ddpg_continuous_action.py``: critic target, critic step, actor step, targets.
 
 n-step returns and termination come from the buffer: ``batch.rew`` is the n-step return and
-``batch.discount = gamma**m * (1 - terminated)``.
+``batch.discount = gamma**m * (1 - terminated)``. The networks, the exploration noise, the target
+policy and the state-dict layout are shared with TD3 (:mod:`rlcore.algos.deterministic`).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -23,16 +24,27 @@ import torch
 from rlcore.algos.common import (
     TargetNetwork,
     adam,
-    clip_grad,
+    as_torch,
+    check_fields,
     freeze,
+    gradient_step,
     no_param_grad,
     obs_to_torch,
     resolve_device,
+    td_priorities,
     td_target,
     weighted_mean,
 )
+from rlcore.algos.deterministic import (
+    default_networks,
+    exploration_action,
+    load_state_dict_into,
+    state_dict_of,
+    target_action,
+)
 from rlcore.batch import TransitionBatch
 from rlcore.nets import DeterministicActor, EnsembleQNetwork, ObsEncoder
+from rlcore.stats import not_logged
 
 __all__ = ["DDPG", "DDPGConfig", "DDPGStats"]
 
@@ -65,12 +77,15 @@ class DDPGConfig:
     """Seed of the exploration-noise generator."""
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
-        if self.exploration_noise < 0 or not 0.0 <= self.random_action_prob <= 1.0:
-            raise ValueError("exploration_noise must be >= 0 and random_action_prob in [0, 1]")
-        if self.q_target_clip is not None and self.q_target_clip[0] > self.q_target_clip[1]:
-            raise ValueError(f"q_target_clip must be (low, high) with low <= high, got {self.q_target_clip}")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        check_fields(
+            self,
+            non_negative=("actor_lr", "critic_lr", "exploration_noise", "action_l2"),  # lr 0 freezes
+            positive=("max_grad_norm",),
+            positive_unit_interval=("tau",),
+            unit_interval=("random_action_prob",),
+            intervals=("q_target_clip",),
+        )
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,9 @@ class DDPGStats:
     """Mean Q(o, a) of the sampled actions."""
     td_abs_mean: float
     """Mean absolute TD error."""
+    priorities: np.ndarray | None = not_logged()
+    """New PER priorities ``|Q - y|`` float32 ``[B]`` when the batch carried weights, else ``None``
+    (not logged; the trainer hands them to ``buffer.update_priorities``)."""
 
 
 class DDPG:
@@ -128,7 +146,6 @@ class DDPG:
         self.critic_optimizer = critic_optimizer
         self.rng = np.random.default_rng(config.seed)
         self.grad_steps = 0
-        self.priorities: np.ndarray | None = None
         self._scale_A = self.actor.action_scale.cpu().numpy()
         self._bias_A = self.actor.action_bias.cpu().numpy()
 
@@ -144,11 +161,9 @@ class DDPG:
         """Build the default MLP actor and critic with Adam optimizers for single-env spaces."""
         config = config or DDPGConfig()
         dev = resolve_device(device)
-        encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
-        actor = DeterministicActor(encoder.dim, action_space, config.hidden).to(dev)
-        critic = EnsembleQNetwork(
-            encoder.dim, int(np.prod(action_space.shape)), config.hidden, n_critics=1
-        ).to(dev)
+        encoder, actor, critic = default_networks(
+            observation_space, action_space, config, n_critics=1, device=dev
+        )
         return cls(
             encoder=encoder,
             actor=actor,
@@ -170,18 +185,19 @@ class DDPG:
         if deterministic:
             return act_NA
         c = self.config
-        low_A, high_A = self._bias_A - self._scale_A, self._bias_A + self._scale_A
-        act_NA = act_NA + c.exploration_noise * self._scale_A * self.rng.standard_normal(act_NA.shape)
-        act_NA = np.clip(act_NA, low_A, high_A)
-        random_NA = self.rng.uniform(low_A, high_A, size=act_NA.shape)
+        act_NA = exploration_action(act_NA, self.rng, c.exploration_noise, self._scale_A, self._bias_A)
+        random_NA = self.rng.uniform(
+            self._bias_A - self._scale_A, self._bias_A + self._scale_A, size=act_NA.shape
+        )
         use_random_N1 = self.rng.random((act_NA.shape[0], 1)) < c.random_action_prob
         return np.where(use_random_N1, random_NA, act_NA).astype(np.float32)
 
     def update(self, batch: TransitionBatch) -> DDPGStats:
-        """One critic and one actor gradient step, then polyak-average the targets."""
+        """One critic and one actor gradient step, then polyak-average the targets.
+
+        The stats carry new priorities when ``batch.weights`` is set."""
         c = self.config
-        if not isinstance(batch.rew, torch.Tensor):
-            batch = batch.to_torch(self.device)
+        batch = as_torch(batch, self.device)
         self.encoder.update(batch.obs)
         obs_BO = self.encoder(batch.obs)
         act_BA = batch.act.float().reshape(obs_BO.shape[0], -1)
@@ -190,18 +206,14 @@ class DDPG:
         # Critic target: y = r_n + discount * Q'(o', mu'(o')).
         with torch.no_grad():
             obs_next_BO = self.encoder(batch.obs_next)
-            q_next_B = self.critic_target(obs_next_BO, self.actor_target(obs_next_BO))[0]
-            y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B)
-            if c.q_target_clip is not None:
-                y_B = y_B.clamp(*c.q_target_clip)
+            act_next_BA = target_action(self.actor_target, obs_next_BO)
+            q_next_B = self.critic_target(obs_next_BO, act_next_BA)[0]
+            y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B, clip=c.q_target_clip)
 
         # Critic step.
         q_B = self.critic(obs_BO, act_BA)[0]
         critic_loss = weighted_mean((q_B - y_B) ** 2, weights_B)
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        clip_grad(self._critic_params, c.max_grad_norm)
-        self.critic_optimizer.step()
+        gradient_step(self.critic_optimizer, critic_loss, self._critic_params, c.max_grad_norm)
 
         # Actor step: maximise Q(o, mu(o)), penalise large actions.
         pi_BA = self.actor(obs_BO)
@@ -212,42 +224,29 @@ class DDPG:
                 (pi_BA - self.actor.action_bias) / self.actor.action_scale
             ).pow(2).mean(-1)
         actor_loss = weighted_mean(actor_loss_B, weights_B)
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        clip_grad(self._actor_params, c.max_grad_norm)
-        self.actor_optimizer.step()
+        gradient_step(self.actor_optimizer, actor_loss, self._actor_params, c.max_grad_norm)
 
         for target in self._targets:
             target.update(c.tau)
         self.grad_steps += 1
 
         td_abs_B = (q_B.detach() - y_B).abs()
-        self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None
         # One tensor-to-float conversion for all statistics (float32 values, as .item() gives them).
         stats = torch.stack([critic_loss.detach(), actor_loss.detach(), q_B.detach().mean(), td_abs_B.mean()])
         critic_l, actor_l, q_mean, td_abs_mean = stats.tolist()
-        return DDPGStats(critic_loss=critic_l, actor_loss=actor_l, q_mean=q_mean, td_abs_mean=td_abs_mean)
+        return DDPGStats(
+            critic_loss=critic_l,
+            actor_loss=actor_l,
+            q_mean=q_mean,
+            td_abs_mean=td_abs_mean,
+            priorities=td_priorities(td_abs_B, weights_B),
+        )
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, targets, optimizers, counters and the exploration generator."""
-        return {
-            "config": asdict(self.config),
-            "encoder": self.encoder.state_dict(),
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "actor_target": self.actor_target.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict(),
-            "grad_steps": self.grad_steps,
-            "rng": self.rng.bit_generator.state,
-        }
+        """Networks, targets, optimizers, counters and the exploration generator
+        (:func:`~rlcore.algos.deterministic.state_dict_of`)."""
+        return state_dict_of(self)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
-        for name in ("encoder", "actor", "critic", "actor_target", "critic_target"):
-            getattr(self, name).load_state_dict(state[name])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        self.grad_steps = int(state["grad_steps"])
-        self.rng.bit_generator.state = state["rng"]
+        load_state_dict_into(self, state)

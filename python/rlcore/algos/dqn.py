@@ -23,15 +23,19 @@ import torch.nn.functional as F
 from rlcore.algos.common import (
     TargetNetwork,
     adam,
-    clip_grad,
+    as_torch,
+    check_fields,
     freeze,
+    gradient_step,
     obs_to_torch,
     resolve_device,
+    td_priorities,
     td_target,
     weighted_mean,
 )
 from rlcore.batch import TransitionBatch
 from rlcore.nets import DiscreteQNetwork, ObsEncoder
+from rlcore.stats import not_logged
 
 __all__ = ["DQN", "DQNConfig", "DQNStats"]
 
@@ -73,16 +77,17 @@ class DQNConfig:
     """Seed of the exploration generator (epsilon-greedy coin and random actions)."""
 
     def __post_init__(self) -> None:
-        if self.loss not in ("huber", "mse"):
-            raise ValueError(f"loss must be 'huber' or 'mse', got {self.loss!r}")
-        if self.lr_anneal_env_steps is not None and self.lr_anneal_env_steps < 1:
-            raise ValueError(f"lr_anneal_env_steps must be >= 1 or None, got {self.lr_anneal_env_steps}")
-        if self.target_update_interval < 1:
-            raise ValueError(f"target_update_interval must be >= 1, got {self.target_update_interval}")
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
-        if not (0.0 <= self.eps_end <= 1.0 and 0.0 <= self.eps_start <= 1.0):
-            raise ValueError("eps_start and eps_end must be in [0, 1]")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        check_fields(
+            self,
+            non_negative=("lr",),  # 0 freezes the network
+            positive=("huber_delta", "max_grad_norm"),
+            counts=("lr_anneal_env_steps", "target_update_interval"),
+            counts_from_zero=("eps_decay_env_steps",),
+            positive_unit_interval=("tau",),
+            unit_interval=("eps_start", "eps_end"),
+            choices={"loss": ("huber", "mse")},
+        )
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,9 @@ class DQNStats:
     """Current exploration epsilon."""
     learning_rate: float
     """Learning rate of this gradient step."""
+    priorities: np.ndarray | None = not_logged()
+    """New PER priorities ``|Q - y|`` float32 ``[B]`` when the batch carried weights, else ``None``
+    (not logged; the trainer hands them to ``buffer.update_priorities``)."""
 
 
 class DQN:
@@ -137,7 +145,6 @@ class DQN:
         self.rng = np.random.default_rng(config.seed)
         self.explore_env_steps = 0
         self.grad_steps = 0
-        self.priorities: np.ndarray | None = None
 
     @classmethod
     def from_spaces(
@@ -194,10 +201,9 @@ class DQN:
         return act_N
 
     def update(self, batch: TransitionBatch) -> DQNStats:
-        """One gradient step on a sampled batch; sets ``self.priorities`` when ``batch.weights`` is set."""
+        """One gradient step on a sampled batch; the stats carry new priorities when ``batch.weights`` is set."""
         c = self.config
-        if not isinstance(batch.rew, torch.Tensor):
-            batch = batch.to_torch(self.device)
+        batch = as_torch(batch, self.device)
         self.encoder.update(batch.obs)
         obs_BO = self.encoder(batch.obs)
         act_B = batch.act.reshape(-1).long()
@@ -224,17 +230,13 @@ class DQN:
             frac = min(1.0, self.explore_env_steps / c.lr_anneal_env_steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = c.lr * (1.0 - frac)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = clip_grad(self._q_params, c.max_grad_norm)
-        self.optimizer.step()
+        grad_norm = gradient_step(self.optimizer, loss, self._q_params, c.max_grad_norm)
 
         self.grad_steps += 1
         if self.grad_steps % c.target_update_interval == 0:
             self._q_target.update(c.tau)
 
         td_abs_B = (q_B.detach() - y_B).abs()
-        self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None
         return DQNStats(
             loss=loss.item(),
             q_mean=float(q_B.detach().mean()),
@@ -242,6 +244,7 @@ class DQN:
             grad_norm=grad_norm,
             epsilon=self.epsilon,
             learning_rate=float(self.optimizer.param_groups[0]["lr"]),
+            priorities=td_priorities(td_abs_B, weights_B),
         )
 
     def state_dict(self) -> dict[str, Any]:

@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.algos.common import resolve_device
+from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.batch import Rollout
 from rlcore.nets import ObsEncoder, mlp
@@ -88,14 +88,15 @@ class GAILConfig:
     """Seed of the policy-pair sampling."""
 
     def __post_init__(self) -> None:
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.disc_updates < 0 or self.disc_batch_size < 1:
-            raise ValueError("disc_updates must be >= 0 and disc_batch_size >= 1")
-        if self.grad_penalty < 0:
-            raise ValueError(f"grad_penalty must be >= 0, got {self.grad_penalty}")
-        if self.reward not in ("softplus", "logit"):
-            raise ValueError(f"reward must be 'softplus' or 'logit', got {self.reward!r}")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        check_fields(
+            self,
+            positive=("lr",),
+            counts=("disc_batch_size",),
+            counts_from_zero=("disc_updates",),
+            non_negative=("grad_penalty",),
+            choices={"reward": ("softplus", "logit")},
+        )
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,7 @@ class GAIL:
             observation_space, action_space, ppo_config, num_envs=num_envs, device=dev
         )
         disc = Discriminator(observation_space, action_space, config.hidden).to(dev)
-        optimizer = torch.optim.Adam(disc.parameters(), lr=config.lr)
+        optimizer = adam(disc.parameters(), lr=config.lr)
         return cls(
             generator=generator,
             discriminator=disc,
@@ -398,9 +399,7 @@ class GAIL:
             if c.grad_penalty > 0:
                 gp = gradient_penalty(d, x_e.detach(), x_p.detach())
                 loss = loss + c.grad_penalty * gp
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
+            gradient_step(self.optimizer, loss, d.parameters(), None)
             losses.append(loss.item())
             gps.append(gp.item())
             acc_e = (logit_e > 0).float().mean().item()

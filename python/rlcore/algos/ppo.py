@@ -16,8 +16,7 @@ observation, a rollout cut mid-episode from the value of the next observation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -25,22 +24,18 @@ import torch
 
 from rlcore.algos.actor_critic import (
     ActorCritic,
-    ReturnNormalizer,
+    ActorCriticAlgorithm,
     anneal_learning_rate,
     approx_kl,
     clip_fraction,
-    clip_grad_norm,
+    default_policy,
     explained_variance,
     flatten_valid,
-    make_adam,
     normalize_advantages,
-    policy_act,
-    policy_act_value,
-    policy_value,
     ppo_policy_loss,
     value_loss,
 )
-from rlcore.algos.common import resolve_device
+from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
 from rlcore.batch import Rollout
 
 __all__ = ["PPO", "PPOConfig", "PPOStats"]
@@ -93,20 +88,15 @@ class PPOConfig:
     """Seed of the minibatch shuffling."""
 
     def __post_init__(self) -> None:
-        if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0):
-            raise ValueError(f"gamma and gae_lambda must be in [0, 1], got {self.gamma}, {self.gae_lambda}")
-        if self.n_epochs < 1 or self.minibatch_size < 1:
-            raise ValueError("n_epochs and minibatch_size must be >= 1")
-        if self.clip_coef <= 0 or (self.value_clip_coef is not None and self.value_clip_coef <= 0):
-            raise ValueError("clip_coef and value_clip_coef must be > 0")
-        if self.target_kl is not None and self.target_kl <= 0:
-            raise ValueError(f"target_kl must be > 0 or None, got {self.target_kl}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        for name in ("lr_anneal_env_steps", "clip_anneal_env_steps"):
-            steps = getattr(self, name)
-            if steps is not None and steps < 1:
-                raise ValueError(f"{name} must be >= 1 or None, got {steps}")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        check_fields(
+            self,
+            positive=("lr", "adam_eps", "clip_coef", "value_clip_coef", "max_grad_norm", "target_kl"),
+            counts=("n_epochs", "minibatch_size", "lr_anneal_env_steps", "clip_anneal_env_steps"),
+            unit_interval=("gamma", "gae_lambda"),
+            non_negative=("ent_coef", "vf_coef"),
+            finite=("init_log_std",),
+        )
 
 
 @dataclass(frozen=True)
@@ -133,8 +123,12 @@ class PPOStats:
     """Learning rate used in this update."""
 
 
-class PPO:
+class PPO(ActorCriticAlgorithm):
     """PPO for ``Discrete`` and ``Box`` action spaces.
+
+    ``act``, ``act_value``, ``value``, ``state_dict`` and ``load_state_dict`` are
+    :class:`~rlcore.algos.actor_critic.ActorCriticAlgorithm`'s (the state includes the shuffling
+    generator ``rng``).
 
     Args:
         policy: actor-critic networks (with a critic).
@@ -147,6 +141,9 @@ class PPO:
         ValueError: the policy has no critic.
     """
 
+    config: PPOConfig
+    rng: np.random.Generator
+
     def __init__(
         self,
         *,
@@ -158,16 +155,9 @@ class PPO:
     ) -> None:
         if policy.critic is None:
             raise ValueError("PPO needs an ActorCritic with a critic (with_critic=True)")
-        self.config = config
-        self.device = resolve_device(device)
-        self.policy = policy.to(self.device)
+        super().__init__(policy=policy, num_envs=num_envs, config=config, device=device)
         self.optimizer = optimizer
-        self.return_normalizer = (
-            ReturnNormalizer(num_envs, config.gamma) if config.normalize_returns else None
-        )
         self.rng = np.random.default_rng(config.seed)
-        self.env_steps = 0
-        self.grad_steps = 0
 
     @classmethod
     def from_spaces(
@@ -182,28 +172,9 @@ class PPO:
         """Build the default actor-critic (CleanRL's 64x64 tanh MLPs) and its Adam optimizer."""
         config = config or PPOConfig()
         dev = resolve_device(device)
-        policy = ActorCritic(
-            observation_space,
-            action_space,
-            config.hidden,
-            fused=True,
-            normalize_obs=config.normalize_obs,
-            init_log_std=config.init_log_std,
-        ).to(dev)
-        optimizer = make_adam(policy.parameters(), lr=config.lr, eps=config.adam_eps)
+        policy = default_policy(observation_space, action_space, config, fused=True, device=dev)
+        optimizer = adam(policy.parameters(), lr=config.lr, eps=config.adam_eps)
         return cls(policy=policy, optimizer=optimizer, num_envs=num_envs, config=config, device=dev)
-
-    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
-        """Actions for N observations: a sample, or the mode when ``deterministic`` (unclipped)."""
-        return policy_act(self.policy, obs, self.device, deterministic=deterministic)
-
-    def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(act, log_prob [N], value [N])`` for the sampler."""
-        return policy_act_value(self.policy, obs, self.device)
-
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        """``V(o)`` float32 ``[N]``."""
-        return policy_value(self.policy, obs, self.device)
 
     def update(self, rollout: Rollout) -> PPOStats:
         """Epochs of clipped-objective minibatch steps on one rollout; then fold its observations
@@ -252,10 +223,7 @@ class PPO:
                 if entropy_M is not None:
                     loss = loss - c.ent_coef * entropy_M.mean()
 
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                clip_grad_norm(params, c.max_grad_norm)
-                self.optimizer.step()
+                gradient_step(self.optimizer, loss, params, c.max_grad_norm)
                 log_ratio_P[mb] = log_ratio_M
                 losses.append(torch.stack([pg_loss.detach(), v_loss.detach()]))
             if rows > 0:  # ratio statistics of the epoch, over the minibatches that took a step
@@ -287,27 +255,3 @@ class PPO:
             epochs=epochs,
             learning_rate=lr,
         )
-
-    def state_dict(self) -> dict[str, Any]:
-        """Networks (incl. observation normaliser), optimizer, return normaliser, shuffling RNG, counters."""
-        return {
-            "config": asdict(self.config),
-            "policy": self.policy.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "return_normalizer": None
-            if self.return_normalizer is None
-            else self.return_normalizer.state_dict(),
-            "rng": self.rng.bit_generator.state,
-            "env_steps": self.env_steps,
-            "grad_steps": self.grad_steps,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.return_normalizer is not None:
-            self.return_normalizer.load_state_dict(state["return_normalizer"])
-        self.rng.bit_generator.state = state["rng"]
-        self.env_steps = int(state["env_steps"])
-        self.grad_steps = int(state["grad_steps"])

@@ -5,14 +5,15 @@ smoothing (eq. 14), delayed actor and target updates. Reads in the order of Clea
 ``td3_continuous_action.py``; importance weights multiply every loss (Schaul et al. 2016).
 
 n-step returns and termination come from the buffer: ``batch.rew`` is the n-step return and
-``batch.discount = gamma**m * (1 - terminated)``.
+``batch.discount = gamma**m * (1 - terminated)``. The networks, the exploration noise, the target
+policy and the state-dict layout are shared with DDPG (:mod:`rlcore.algos.deterministic`).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -22,16 +23,27 @@ import torch
 from rlcore.algos.common import (
     TargetNetwork,
     adam,
-    clip_grad,
+    as_torch,
+    check_fields,
     freeze,
+    gradient_step,
     no_param_grad,
     obs_to_torch,
     resolve_device,
+    td_priorities,
     td_target,
     weighted_mean,
 )
+from rlcore.algos.deterministic import (
+    default_networks,
+    exploration_action,
+    load_state_dict_into,
+    state_dict_of,
+    target_action,
+)
 from rlcore.batch import TransitionBatch
 from rlcore.nets import DeterministicActor, EnsembleQNetwork, ObsEncoder
+from rlcore.stats import not_logged
 
 __all__ = ["TD3", "TD3Config", "TD3Stats"]
 
@@ -66,12 +78,21 @@ class TD3Config:
     """Seed of the exploration-noise generator."""
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
-        if self.policy_delay < 1:
-            raise ValueError(f"policy_delay must be >= 1, got {self.policy_delay}")
-        if min(self.exploration_noise, self.target_policy_noise, self.target_noise_clip) < 0:
-            raise ValueError("noise scales must be >= 0")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        check_fields(
+            self,
+            non_negative=(
+                "actor_lr",
+                "critic_lr",
+                "exploration_noise",
+                "target_policy_noise",
+                "target_noise_clip",
+            ),
+            positive=("max_grad_norm",),
+            positive_unit_interval=("tau",),
+            counts=("policy_delay",),
+            intervals=("q_target_clip",),
+        )
 
 
 @dataclass(frozen=True)
@@ -86,6 +107,9 @@ class TD3Stats:
     """Mean Q_1(o, a) of the sampled actions."""
     td_abs_mean: float
     """Mean absolute TD error of the first critic."""
+    priorities: np.ndarray | None = not_logged()
+    """New PER priorities ``|Q_1 - y|`` float32 ``[B]`` when the batch carried weights, else ``None``
+    (not logged; the trainer hands them to ``buffer.update_priorities``)."""
 
 
 class TD3:
@@ -130,7 +154,6 @@ class TD3:
         self.rng = np.random.default_rng(config.seed)
         self.grad_steps = 0
         self.last_actor_loss = 0.0
-        self.priorities: np.ndarray | None = None
         self._scale_A = self.actor.action_scale.cpu().numpy()
         self._bias_A = self.actor.action_bias.cpu().numpy()
 
@@ -146,11 +169,9 @@ class TD3:
         """Build the default MLP actor and twin critics with Adam optimizers for single-env spaces."""
         config = config or TD3Config()
         dev = resolve_device(device)
-        encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
-        actor = DeterministicActor(encoder.dim, action_space, config.hidden).to(dev)
-        critic = EnsembleQNetwork(
-            encoder.dim, int(np.prod(action_space.shape)), config.hidden, n_critics=2
-        ).to(dev)
+        encoder, actor, critic = default_networks(
+            observation_space, action_space, config, n_critics=2, device=dev
+        )
         return cls(
             encoder=encoder,
             actor=actor,
@@ -167,42 +188,33 @@ class TD3:
         act_NA = self.actor(self.encoder(obs_to_torch(obs, self.device))).cpu().numpy()
         if deterministic:
             return act_NA
-        noise_NA = self.config.exploration_noise * self._scale_A * self.rng.standard_normal(act_NA.shape)
-        return np.clip(act_NA + noise_NA, self._bias_A - self._scale_A, self._bias_A + self._scale_A).astype(
-            np.float32
+        return exploration_action(
+            act_NA, self.rng, self.config.exploration_noise, self._scale_A, self._bias_A
         )
 
     def update(self, batch: TransitionBatch) -> TD3Stats:
-        """One critic step; every ``policy_delay`` steps also an actor step and a target update."""
+        """One critic step; every ``policy_delay`` steps also an actor step and a target update.
+
+        The stats carry new priorities when ``batch.weights`` is set."""
         c = self.config
-        if not isinstance(batch.rew, torch.Tensor):
-            batch = batch.to_torch(self.device)
+        batch = as_torch(batch, self.device)
         self.encoder.update(batch.obs)
         obs_BO = self.encoder(batch.obs)
         act_BA = batch.act.float().reshape(obs_BO.shape[0], -1)
         weights_B = batch.weights.float() if batch.weights is not None else None
-        scale_A, bias_A = self.actor.action_scale, self.actor.action_bias
 
-        # Target: y = r_n + discount * min_k Q'_k(o', clip(mu'(o') + clip(eps))), eq. 14.
+        # Target: y = r_n + discount * min_k Q'_k(o', clip(mu'(o') + clip(eps))), eq. 10 and 14.
         with torch.no_grad():
             obs_next_BO = self.encoder(batch.obs_next)
-            noise_BA = (torch.randn_like(act_BA) * c.target_policy_noise).clamp(
-                -c.target_noise_clip, c.target_noise_clip
-            )
-            act_next_BA = self.actor_target(obs_next_BO) + noise_BA * scale_A
-            act_next_BA = torch.maximum(torch.minimum(act_next_BA, bias_A + scale_A), bias_A - scale_A)
+            smoothing = (c.target_policy_noise, c.target_noise_clip)
+            act_next_BA = target_action(self.actor_target, obs_next_BO, smoothing)
             q_next_B = self.critic_target(obs_next_BO, act_next_BA).min(0).values
-            y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B)
-            if c.q_target_clip is not None:
-                y_B = y_B.clamp(*c.q_target_clip)
+            y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B, clip=c.q_target_clip)
 
         # Critic step on both critics.
         q_KB = self.critic(obs_BO, act_BA)
         critic_loss = weighted_mean(((q_KB - y_B) ** 2).sum(0), weights_B)
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        clip_grad(self._critic_params, c.max_grad_norm)
-        self.critic_optimizer.step()
+        gradient_step(self.critic_optimizer, critic_loss, self._critic_params, c.max_grad_norm)
         self.grad_steps += 1
 
         # Delayed actor step and target update.
@@ -210,47 +222,31 @@ class TD3:
             with no_param_grad(self._critic_params):
                 q_pi_B = self.critic(obs_BO, self.actor(obs_BO))[0]
             actor_loss = weighted_mean(-q_pi_B, weights_B)
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            clip_grad(self._actor_params, c.max_grad_norm)
-            self.actor_optimizer.step()
+            gradient_step(self.actor_optimizer, actor_loss, self._actor_params, c.max_grad_norm)
             self.last_actor_loss = actor_loss.item()
             for target in self._targets:
                 target.update(c.tau)
 
         q_B = q_KB[0].detach()
         td_abs_B = (q_B - y_B).abs()
-        self.priorities = td_abs_B.double().cpu().numpy() if weights_B is not None else None
         # One tensor-to-float conversion for the statistics (float32 values, as .item() gives them).
         critic_l, q_mean, td_abs_mean = torch.stack(
             [critic_loss.detach(), q_B.mean(), td_abs_B.mean()]
         ).tolist()
         return TD3Stats(
-            critic_loss=critic_l, actor_loss=self.last_actor_loss, q_mean=q_mean, td_abs_mean=td_abs_mean
+            critic_loss=critic_l,
+            actor_loss=self.last_actor_loss,
+            q_mean=q_mean,
+            td_abs_mean=td_abs_mean,
+            priorities=td_priorities(td_abs_B, weights_B),
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, targets, optimizers, counters and the exploration generator."""
-        return {
-            "config": asdict(self.config),
-            "encoder": self.encoder.state_dict(),
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "actor_target": self.actor_target.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict(),
-            "grad_steps": self.grad_steps,
-            "last_actor_loss": self.last_actor_loss,
-            "rng": self.rng.bit_generator.state,
-        }
+        """Networks, targets, optimizers, counters and the exploration generator
+        (:func:`~rlcore.algos.deterministic.state_dict_of`), and the latest actor loss."""
+        return {**state_dict_of(self), "last_actor_loss": self.last_actor_loss}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
-        for name in ("encoder", "actor", "critic", "actor_target", "critic_target"):
-            getattr(self, name).load_state_dict(state[name])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        self.grad_steps = int(state["grad_steps"])
+        load_state_dict_into(self, state)
         self.last_actor_loss = float(state["last_actor_loss"])
-        self.rng.bit_generator.state = state["rng"]

@@ -11,8 +11,8 @@ with values 0 and lambda 1; a rollout cut mid-episode then bootstraps from 0).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -20,19 +20,15 @@ import torch
 
 from rlcore.algos.actor_critic import (
     ActorCritic,
-    ReturnNormalizer,
+    ActorCriticAlgorithm,
     anneal_learning_rate,
-    clip_grad_norm,
+    default_policy,
     explained_variance,
     flatten_valid,
-    make_adam,
     normalize_advantages,
-    policy_act,
-    policy_act_value,
-    policy_value,
     value_loss,
 )
-from rlcore.algos.common import resolve_device
+from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
 from rlcore.batch import Rollout
 
 __all__ = ["VPG", "VPGConfig", "VPGStats"]
@@ -72,12 +68,16 @@ class VPGConfig:
     """Initial log standard deviation of the Gaussian policy (continuous actions)."""
 
     def __post_init__(self) -> None:
-        if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0):
-            raise ValueError(f"gamma and gae_lambda must be in [0, 1], got {self.gamma}, {self.gae_lambda}")
-        if self.value_iters < 0:
-            raise ValueError(f"value_iters must be >= 0, got {self.value_iters}")
-        if self.policy_lr <= 0 or self.value_lr <= 0:
-            raise ValueError("learning rates must be > 0")
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        check_fields(
+            self,
+            positive=("policy_lr", "value_lr", "max_grad_norm"),
+            counts=("lr_anneal_env_steps",),
+            counts_from_zero=("value_iters",),
+            unit_interval=("gamma", "gae_lambda"),
+            non_negative=("ent_coef",),
+            finite=("init_log_std",),
+        )
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,11 @@ class VPGStats:
     """Policy learning rate used in this update."""
 
 
-class VPG:
+class VPG(ActorCriticAlgorithm):
     """REINFORCE / VPG for ``Discrete`` and ``Box`` action spaces.
+
+    ``act``, ``act_value``, ``value``, ``state_dict`` and ``load_state_dict`` are
+    :class:`~rlcore.algos.actor_critic.ActorCriticAlgorithm`'s.
 
     Args:
         policy: actor (and critic when ``config.baseline``).
@@ -110,6 +113,9 @@ class VPG:
     Raises:
         ValueError: ``baseline`` and the presence of a critic / value optimizer disagree.
     """
+
+    OPTIMIZERS: ClassVar[tuple[str, ...]] = ("policy_optimizer", "value_optimizer")
+    config: VPGConfig
 
     def __init__(
         self,
@@ -125,16 +131,9 @@ class VPG:
             raise ValueError(
                 "VPG: baseline=True needs a critic and a value optimizer; baseline=False neither"
             )
-        self.config = config
-        self.device = resolve_device(device)
-        self.policy = policy.to(self.device)
+        super().__init__(policy=policy, num_envs=num_envs, config=config, device=device)
         self.policy_optimizer = policy_optimizer
         self.value_optimizer = value_optimizer
-        self.return_normalizer = (
-            ReturnNormalizer(num_envs, config.gamma) if config.normalize_returns else None
-        )
-        self.env_steps = 0
-        self.grad_steps = 0
 
     @classmethod
     def from_spaces(
@@ -149,40 +148,23 @@ class VPG:
         """Build the default actor (and critic) MLPs with one Adam optimizer each."""
         config = config or VPGConfig()
         dev = resolve_device(device)
-        policy = ActorCritic(
-            observation_space,
-            action_space,
-            config.hidden,
-            with_critic=config.baseline,
-            normalize_obs=config.normalize_obs,
-            init_log_std=config.init_log_std,
-        ).to(dev)
+        policy = default_policy(
+            observation_space, action_space, config, fused=False, with_critic=config.baseline, device=dev
+        )
         actor_params = list(policy.actor.parameters()) + (
             [policy.log_std] if policy.log_std is not None else []
         )
         value_optimizer = None
         if policy.critic is not None:
-            value_optimizer = make_adam(policy.critic.parameters(), lr=config.value_lr, eps=1e-8)
+            value_optimizer = adam(policy.critic.parameters(), lr=config.value_lr)
         return cls(
             policy=policy,
-            policy_optimizer=make_adam(actor_params, lr=config.policy_lr, eps=1e-8),
+            policy_optimizer=adam(actor_params, lr=config.policy_lr),
             value_optimizer=value_optimizer,
             num_envs=num_envs,
             config=config,
             device=dev,
         )
-
-    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
-        """Actions for N observations: a sample, or the mode when ``deterministic`` (unclipped)."""
-        return policy_act(self.policy, obs, self.device, deterministic=deterministic)
-
-    def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(act, log_prob [N], value [N])`` for the sampler (value 0 without a baseline)."""
-        return policy_act_value(self.policy, obs, self.device)
-
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        """``V(o)`` float32 ``[N]`` (zeros without a baseline)."""
-        return policy_value(self.policy, obs, self.device)
 
     def update(self, rollout: Rollout) -> VPGStats:
         """One policy gradient step, then ``value_iters`` value steps; then the normaliser update."""
@@ -204,21 +186,17 @@ class VPG:
         assert entropy_B is not None
         pg_loss = -(log_prob_B * adv_B).mean()
         entropy = entropy_B.mean()
-        self.policy_optimizer.zero_grad(set_to_none=True)
-        (pg_loss - c.ent_coef * entropy).backward()
-        clip_grad_norm(self.policy_optimizer.param_groups[0]["params"], c.max_grad_norm)
-        self.policy_optimizer.step()
+        policy_params = self.policy_optimizer.param_groups[0]["params"]
+        gradient_step(self.policy_optimizer, pg_loss - c.ent_coef * entropy, policy_params, c.max_grad_norm)
         self.grad_steps += 1
 
         # Value steps: regress V(o) on the returns.
         v_loss = torch.zeros((), device=self.device)
         if self.value_optimizer is not None:
+            value_params = self.value_optimizer.param_groups[0]["params"]
             for _ in range(c.value_iters):
                 v_loss = value_loss(self.policy.value(x_BO), b["ret"])
-                self.value_optimizer.zero_grad(set_to_none=True)
-                v_loss.backward()
-                clip_grad_norm(self.value_optimizer.param_groups[0]["params"], c.max_grad_norm)
-                self.value_optimizer.step()
+                gradient_step(self.value_optimizer, v_loss, value_params, c.max_grad_norm)
 
         self.policy.update_obs_stats(b["obs"])
         self.env_steps += int(adv_B.shape[0])
@@ -234,28 +212,3 @@ class VPG:
             explained_variance=ev,
             learning_rate=lr,
         )
-
-    def state_dict(self) -> dict[str, Any]:
-        """Networks (incl. observation normaliser), optimizers, return normaliser and counters."""
-        return {
-            "config": asdict(self.config),
-            "policy": self.policy.state_dict(),
-            "policy_optimizer": self.policy_optimizer.state_dict(),
-            "value_optimizer": None if self.value_optimizer is None else self.value_optimizer.state_dict(),
-            "return_normalizer": None
-            if self.return_normalizer is None
-            else self.return_normalizer.state_dict(),
-            "env_steps": self.env_steps,
-            "grad_steps": self.grad_steps,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
-        self.policy.load_state_dict(state["policy"])
-        self.policy_optimizer.load_state_dict(state["policy_optimizer"])
-        if self.value_optimizer is not None:
-            self.value_optimizer.load_state_dict(state["value_optimizer"])
-        if self.return_normalizer is not None:
-            self.return_normalizer.load_state_dict(state["return_normalizer"])
-        self.env_steps = int(state["env_steps"])
-        self.grad_steps = int(state["grad_steps"])

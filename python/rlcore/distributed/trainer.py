@@ -267,9 +267,10 @@ class DistributedTrainer:
             self._grad_credit -= n_grad
             for _ in range(n_grad):
                 batch = self._next_batch()
-                algo_stats.append(self.algorithm.update(batch))
-                if batch.weights is not None and self.algorithm.priorities is not None:
-                    self.buffer.update_priorities(batch.indices, self.algorithm.priorities)
+                update_stats = self.algorithm.update(batch)
+                algo_stats.append(update_stats)
+                if batch.weights is not None and update_stats.priorities is not None:
+                    self.buffer.update_priorities(batch.indices, update_stats.priorities)
                 self.grad_steps += 1
                 if self.grad_steps % self.dist.weight_sync_every == 0:
                     self._publish()

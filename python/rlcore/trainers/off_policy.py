@@ -224,11 +224,10 @@ class OffPolicyTrainer:
             self._grad_credit -= n_grad
             for _ in range(n_grad):
                 batch = self._sample()
-                algo_stats.append(
-                    self.algorithm.update(self._batch_t if self._batch_t is not None else batch)
-                )
-                if batch.weights is not None and self.algorithm.priorities is not None:
-                    self.buffer.update_priorities(batch.indices, self.algorithm.priorities)
+                update_stats = self.algorithm.update(self._batch_t if self._batch_t is not None else batch)
+                algo_stats.append(update_stats)
+                if batch.weights is not None and update_stats.priorities is not None:
+                    self.buffer.update_priorities(batch.indices, update_stats.priorities)
             self.grad_steps += n_grad
         if c.per_beta_end is not None and self._beta_start is not None and c.max_env_steps is not None:
             frac = min(1.0, self.env_steps / c.max_env_steps)
