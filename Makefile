@@ -71,6 +71,8 @@ endif
 $(VENV)/bin/python: | check
 	@echo "== [1/3] creating the virtual environment $(VENV)/ with $$($(PYTHON) -c 'import sys; print(sys.executable, sys.version.split()[0])')"
 	$(PYTHON) -m venv $(VENV)
+	@echo "== [1/3] updating pip in $(VENV)/ (a recent pip also shows a progress bar while it installs)"
+	$(VENV)/bin/python -m pip install --progress-bar on --upgrade pip
 
 install: $(STAMP)-run ## create .venv if needed, build the Rust core (release) and install rlcore with the training extras
 install-test: $(STAMP)-test ## as install, plus the peer-compat, Ray, docs and test extras
@@ -89,14 +91,15 @@ $(STAMP)-test: $(STAMP_DEPS)
 # The two install stages (the stamps above and `bench` call them). Stage 2 lists the dependencies of
 # the extras and the build backend from pyproject.toml and lets pip install them with its progress (a
 # line per package, a bar per download): torch with its CUDA libraries is most of the size and time.
-# Stage 3 builds the Rust core in release mode with cargo's progress (pip -v shows the backend's output).
+# Stage 3 builds the Rust core in release mode with cargo's progress (pip -v shows the backend's output;
+# the backend, maturin, was installed in stage 2 and runs from the environment's scripts folder).
 _pip:
 	@echo "== [2/3] installing the dependencies of rlcore[$(EXTRAS)] into $(if $(OWN_VENV),$(VENV)/,$$($(PY) -c 'import sys; print(sys.prefix)')) (the first time: ~3 GB to download, ~5.7 GB installed, several minutes)"
 	@mkdir -p build
 	@$(PY) -c 'import sys, tomllib; t = tomllib.load(open("pyproject.toml", "rb")); p = t["project"]; x = p["optional-dependencies"]; print("\n".join(p["dependencies"] + [r for e in sys.argv[1].split(",") for r in x[e]] + t["build-system"]["requires"]))' $(EXTRAS) > build/requirements.txt
 	$(PIP) install --progress-bar on -r build/requirements.txt
 	@echo "== [3/3] building the Rust core (cargo, release build with LTO: a few minutes the first time) and installing rlcore, editable"
-	$(PIP) install -v --no-deps --no-build-isolation -e .
+	PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH" $(PIP) install -v --no-deps --no-build-isolation -e .
 	@echo "== rlcore installed in $(if $(OWN_VENV),$(VENV)/ (to use it in your shell: source $(VENV)/bin/activate),$$($(PY) -c 'import sys; print(sys.prefix)'))"
 
 # ------------------------------------------------------------------------------------------------
