@@ -28,7 +28,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     ``[2**-126, 1]``.
 
     Args:
-        capacity, num_envs, seed: as :class:`ReplayBuffer`.
+        capacity: total rows, shared equally by the envs (as :class:`ReplayBuffer`).
+        num_envs: N, the envs whose steps each ``add`` receives.
+        seed: seed of the buffer's generator (``None``: from the OS).
         alpha: priority exponent (0 = uniform).
         beta: importance-sampling exponent; settable any time (``buf.beta = 1.0``), see
             :class:`LinearSchedule`.
