@@ -24,7 +24,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     larger ones, so the total priority mass of any buffer stays finite whatever adds and
     updates come. Weights are computed from the priority ratio ``p_i / p_min`` (from logarithms
     where that ratio overflows), never through ``p / total``; a weight below float32's
-    smallest normal number 2**-126 is returned as 2**-126, so every weight lies in
+    smallest normal number ``2**-126`` is returned as ``2**-126``, so every weight lies in
     ``[2**-126, 1]``.
 
     Args:
