@@ -120,7 +120,7 @@ test-python: ## pytest (benchmarks excluded; the docs site and every README/docs
 	$(PY) -m pytest -q
 
 docs: install-docs ## build the documentation site into site/ (warnings are errors); open site/index.html
-	$(PY) -m mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 	@echo "== the site is in site/: open site/index.html, or serve it with '$(PY) -m mkdocs serve'"
 
 lint: ## rustfmt, clippy, ruff, mypy stubtest of the native module
