@@ -183,3 +183,15 @@ def test_demo_prints_no_third_party_import_notice() -> None:
     assert "Adroit" not in p.stdout + p.stderr
     assert p.stderr.strip() == "", p.stderr[-2000:]
     assert "env FetchReach-v4 x4" in p.stdout and "relabeled fraction" in p.stdout
+
+
+def test_cli_env_lookup_prints_no_third_party_import_notice() -> None:
+    """``rlcore train --env FetchReach-v4`` (and every other command that makes envs) imports
+    gymnasium-robotics to register its envs, without the notice about Adroit envs it prints on import."""
+    if importlib.util.find_spec("gymnasium_robotics") is None:
+        pytest.skip("needs rlcore[robotics] (gymnasium-robotics), not installed here")
+    code = "from rlcore.cli.common import _make_envs; print(_make_envs('FetchReach-v4', 1).num_envs)"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip() == "1"
+    assert "Adroit" not in p.stderr and p.stderr.strip() == "", p.stderr[-2000:]
