@@ -105,7 +105,7 @@ _pip:
 # ------------------------------------------------------------------------------------------------
 # what the README runs
 
-run: install ## the main job: train DDPG+HER on FetchReach-v4 and print the eval success rate (~3 min here)
+run: install ## the main job: train DDPG+HER on FetchReach-v4 and print the eval success rate (the first time ~16 min with the install, then ~5 min on 2 cores)
 	$(PY) -m rlcore.cli train --algo ddpg --env FetchReach-v4 --her --steps $(RUN_STEPS) --seed 0
 
 demo: install ## fill a buffer from a real env with random actions, sample, print (~10 s)
