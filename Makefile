@@ -117,7 +117,10 @@ test-rust: | check ## unit tests and property tests of the Rust core
 	cargo test -p rlcore-core
 
 test-python: ## pytest (benchmarks excluded; the docs site and every README/docs code block included)
-	$(PY) -m pytest -q
+	rm -f build/docs-shots/api-ReplayBuffer.sample.png
+	RLCORE_DOCS_SHOTS=$(CURDIR)/build/docs-shots $(PY) -m pytest -q
+	@if [ -f build/docs-shots/api-ReplayBuffer.sample.png ]; then \
+	  echo "== the docs site's ReplayBuffer.sample page as Chromium drew it: build/docs-shots/api-ReplayBuffer.sample.png"; fi
 
 docs: install-docs ## build the documentation site into site/ (warnings are errors); open site/index.html
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
