@@ -1,7 +1,8 @@
 """rlcore's benchmark suite: rlcore side by side with Tianshou, SB3, cpprb, TorchRL and rlox, and a
 Markdown report with PNG bar charts.
 
-Usage (rlcore installed with the peers, ``pip install 'rlcore[bench]'``)::
+Usage (a source checkout with rlcore installed with the peers: ``make bench``, or
+``pip install -e '.[torch,robotics,bench]'`` and)::
 
     python benches/report.py                       # everything, one run (~15 min on 2 cores)
     python benches/report.py --runs 3              # micro benchmarks 3 times, medians over runs
@@ -11,24 +12,25 @@ Usage (rlcore installed with the peers, ``pip install 'rlcore[bench]'``)::
 
 What runs (each part in its own processes, rlcore and each peer on identical data):
 
-- micro and scale: the pytest-benchmark modules shipped in ``benches/suite/`` (``test_bench_*.py``;
-  they are part of the package, so this works from a wheel install too). Every group runs rlcore
-  and each peer in one process;
+- micro and scale: the pytest-benchmark modules in ``benches/suite/`` (``test_bench_*.py``). Every
+  group runs rlcore and each peer in one process;
 - memory: ``benches/suite/memory.py``, one subprocess per library and case (resident bytes per
   stored transition);
 - end to end: ``benches/e2e_speed.py`` (SAC Pendulum, DDPG+HER FetchReach) and
-  ``benches/ppo_speed_sb3.py`` (PPO CartPole) of a source checkout, against SB3, with small budgets
-  (``--e2e quick``, the default), their defaults (``--e2e full``), or not at all (``--e2e none``);
-  ``--e2e-json FILE`` reads a saved result instead. From a wheel install the scripts are absent and
-  the report says so;
+  ``benches/ppo_speed_sb3.py`` (PPO CartPole), against SB3, with small budgets (``--e2e quick``,
+  the default), their defaults (``--e2e full``), or not at all (``--e2e none``); ``--e2e-json FILE``
+  reads a saved result instead;
 - GPU: ``test_bench_gpu.py`` when ``torch.cuda.is_available()``; otherwise the report says
   "not measured (no CUDA device)".
 
-The report gives, per group, the median over runs of each run's median time per call, the
-interquartile range, the run-to-run spread and the ratio peer median / rlcore median (> 1: rlcore
-is faster), the machine, the versions, the date and the load average, the peers that were skipped
-and why, and the issue targets with the measured value. In a source checkout it goes to
-``docs/benchmarks.md`` (charts in ``docs/img/``); otherwise to ``./rlcore-bench/benchmarks.md``.
+The report gives the command that made it, the machine, the versions, the date and the load
+average, then per group the median over runs of each run's median time per call, the interquartile
+range, the run-to-run spread and the ratio peer median / rlcore median (> 1: rlcore is faster), and
+the peers that were skipped and why. It goes to a fresh ``bench-results/<UTC date-time>/benchmarks.md``
+under the current directory (charts in ``img/`` beside it) unless ``--out`` says where; it never
+replaces a file it was not told to. ``--targets FILE`` (the repository's ``benches/targets.toml``,
+read by ``make bench``) also checks speed targets: they are printed and written to ``targets.md``
+next to the raw results, never into the report.
 """
 
 from __future__ import annotations
@@ -41,11 +43,13 @@ import math
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -58,7 +62,23 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 ROOT: Path | None = (
     _CHECKOUT if (_CHECKOUT / "pyproject.toml").exists() and (_CHECKOUT / "benches").is_dir() else None
 )
-DEFAULT_OUT = (ROOT / "docs" / "benchmarks.md") if ROOT else Path("rlcore-bench") / "benchmarks.md"
+#: where a report goes without --out: a fresh folder per run under the current directory
+DEFAULT_OUT_PATTERN = "bench-results/<UTC date-time>/benchmarks.md"
+
+
+def default_out(now: dt.datetime | None = None) -> Path:
+    """A fresh ``bench-results/<UTC date-time>/benchmarks.md`` that no earlier run wrote (``-2``,
+    ``-3``, ... when two runs start within a second); its folder is created."""
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%d-%H%M%S")
+    base = Path("bench-results") / stamp
+    folder, k = base, 1
+    while True:
+        try:
+            folder.mkdir(parents=True)
+            return folder / "benchmarks.md"
+        except FileExistsError:
+            k += 1
+            folder = base.with_name(f"{stamp}-{k}")
 
 PEER_ORDER = ["rlcore", "rlox", "cpprb", "sb3", "tianshou", "torchrl"]
 PACKAGES = [
@@ -435,9 +455,18 @@ def charts(groups: dict[str, list[dict[str, Any]]], img: Path) -> dict[str, str]
         for k, p in enumerate(peers):
             vals = [next((r["ratio"] for r in groups[g] if r["lib"] == p), None) for g in heads]
             vals = [np.nan if v is None else v for v in vals]  # no such op, or no rlcore row to compare with
-            ax.bar(x + k * width - 0.4 + width / 2, vals, width, label=p)
+            bars = ax.bar(x + k * width - 0.4 + width / 2, vals, width, label=p)
+            ax.bar_label(
+                bars,
+                labels=["" if np.isnan(v) else fmt_ratio(v) for v in vals],
+                rotation=90,
+                padding=2,
+                fontsize=7,
+            )
         ax.axhline(1, color="black", lw=0.8)
         ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi * 6)  # room for the value labels above the tallest bars
         ax.set_ylabel("peer time / rlcore time (log; > 1: rlcore faster)")
         ax.set_xticks(x, [short_label(g) for g in heads], fontsize=8)
         ax.legend(fontsize=8, ncol=len(peers), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
@@ -485,112 +514,68 @@ def headline_groups(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------
-# targets of issues 2, 3 and 4
+# speed targets (the repository's own, from benches/targets.toml; never in the report)
 
 
 def _med(groups: dict[str, list[dict[str, Any]]], group: str, lib: str) -> float | None:
     return next((r["median"] for r in groups.get(group, []) if r["lib"] == lib), None)
 
 
-def targets(groups: dict[str, list[dict[str, Any]]]) -> list[tuple[str, str, str]]:
+def load_targets(path: Path) -> list[dict[str, Any]]:
+    """Read a targets file (see ``benches/targets.toml``): its ``[[target]]`` tables, in file order.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: not TOML, or a target that is neither a ratio (``peer``, ``min``) nor a cost
+            (``base``, ``max``) target, or lacks ``name``/``group`` (named in the message).
+    """
+    try:
+        spec = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML ({e})") from e
+    unknown = set(spec) - {"target"}
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)} (expected [[target]] tables)")
+    targets = list(spec.get("target", []))
+    for k, entry in enumerate(targets):
+        kinds = [keys for keys in (("peer", "min"), ("base", "max")) if all(key in entry for key in keys)]
+        if "name" not in entry or "group" not in entry or len(kinds) != 1:
+            raise ValueError(
+                f"{path}: [[target]] number {k + 1} needs name, group and either peer + min or base + max"
+            )
+    return targets
+
+
+def check_targets(
+    groups: dict[str, list[dict[str, Any]]], targets: list[dict[str, Any]]
+) -> list[tuple[str, str, str]]:
+    """``(target, measured, verdict)`` for each of ``targets`` (:func:`load_targets`), in order."""
     out: list[tuple[str, str, str]] = []
-
-    def ratio_target(text: str, group: str, peer: str, want: float) -> None:
-        a, b = _med(groups, group, "rlcore"), _med(groups, group, peer)
-        if a is None or b is None:
-            out.append((text, "not measured", "–"))
-            return
-        r = b / a
-        out.append(
-            (
-                text,
-                f"{r:.2f}× ({fmt_us(b)} / {fmt_us(a)} µs)",
-                "met" if r >= want else f"missed ({r / want:.0%} of target)",
-            )
-        )
-
-    def cost_target(text: str, num: tuple[str, str], den: tuple[str, str], limit: float) -> None:
-        a, b = _med(groups, *num), _med(groups, *den)
-        if a is None or b is None:
-            out.append((text, "not measured", "–"))
-            return
-        r = a / b
-        out.append(
-            (
-                text,
-                f"{r:.2f} ({fmt_us(a)} / {fmt_us(b)} µs)",
-                "met" if r <= limit else f"missed (limit {limit})",
-            )
-        )
-
-    s200 = "sample(256) @ 200k"
-    ratio_target("#2 sample(256) ≥ 3× faster than rlox (200k)", s200, "rlox", 3)
-    ratio_target("#2 sample(256) ≥ 10× faster than SB3 (200k)", s200, "sb3", 10)
-    ratio_target("#2 add one transition no slower than rlox push", "add one transition", "rlox", 1)
-    ratio_target("#2 add one 8-env step no slower than rlox push_batch", "add one 8-env step", "rlox", 1)
-    for cap in ("10k", "200k", "1M"):
-        cost_target(
-            f"#2 sample(256, n_step=3) ≤ 1.5× sample(256) ({cap})",
-            (f"sample(256, n_step=3) @ {cap}", "rlcore"),
-            (f"sample(256) @ {cap}", "rlcore"),
-            1.5,
-        )
-    for op in ("sample(256)", "sample(256, n_step=3)"):
-        cost_target(
-            f"#2 {op} flat in capacity (1M / 10k)", (f"{op} @ 1M", "rlcore"), (f"{op} @ 10k", "rlcore"), 1.2
-        )
-    ratio_target("#2 GAE 2048×8 no slower than rlox compute_gae (batched f32)", "GAE 2048x8", "rlox", 1)
-    ratio_target(
-        "#2 GAE 2048×8 no slower than rlox compute_gae (per env)",
-        "GAE 2048x8",
-        "rlox (compute_gae per env)",
-        1,
-    )
-    for cap in ("100k", "1M"):
-        ratio_target(
-            f"#3 HER native ≥ 20× faster than SB3 ({cap})",
-            f"HER sample(256), native reward @ {cap}",
-            "sb3",
-            20,
-        )
-        ratio_target(
-            f"#3 HER native ≥ 3× faster than rlox ({cap})",
-            f"HER sample(256), native reward @ {cap}",
-            "rlox",
-            3,
-        )
-        ratio_target(
-            f"#3 HER Python reward ≥ 10× faster than SB3 ({cap})",
-            f"HER sample(256), python reward @ {cap}",
-            "sb3",
-            10,
-        )
-    for rew in ("native", "python"):
-        g = f"HER sample(256), {rew} reward"
-        cost_target(
-            f"#3 HER {rew} reward: 1M / 100k ≤ 1.2 (same 100k stored)",
-            (f"{g} @ 1M", "rlcore"),
-            (f"{g} @ 100k", "rlcore"),
-            1.2,
-        )
-    for cap in ("10k", "1M"):
-        g = f"PER sample(256) + update_priorities(256) @ {cap}"
-        ratio_target(f"#4 PER ≥ 5× faster than cpprb ({cap})", g, "cpprb", 5)
-        ratio_target(f"#4 PER faster than rlox ({cap})", g, "rlox", 1)
-    a = _med(groups, "PER sample(256) + update_priorities(256) @ 1M", "rlcore")
-    b = _med(groups, "PER sample(256) + update_priorities(256) @ 10k", "rlcore")
-    if a and b:
-        import math
-
-        log_ratio = math.log2(1_000_000) / math.log2(10_000)
-        out.append(
-            (
-                "#4 PER cost grows at most logarithmically (1M / 10k; log2 ratio 1.50)",
-                f"{a / b:.2f} ({fmt_us(a)} / {fmt_us(b)} µs)",
-                "met" if a / b <= log_ratio * 1.1 else "missed",
-            )
-        )
+    for t in targets:
+        lib = t.get("lib", "rlcore")
+        if "peer" in t:
+            a, b = _med(groups, t["group"], lib), _med(groups, t["group"], t["peer"])
+            if a is None or b is None:
+                out.append((t["name"], "not measured", "–"))
+                continue
+            r = b / a
+            verdict = "met" if r >= t["min"] else f"missed ({r / t['min']:.0%} of target)"
+            out.append((t["name"], f"{r:.2f}× ({fmt_us(b)} / {fmt_us(a)} µs)", verdict))
+        else:
+            a, b = _med(groups, t["group"], lib), _med(groups, t["base"], lib)
+            if a is None or b is None:
+                out.append((t["name"], "not measured", "–"))
+                continue
+            r = a / b
+            verdict = "met" if r <= t["max"] else f"missed (limit {t['max']})"
+            out.append((t["name"], f"{r:.2f} ({fmt_us(a)} / {fmt_us(b)} µs)", verdict))
     return out
+
+
+def targets_markdown(rows: list[tuple[str, str, str]], source: Path) -> str:
+    lines = [f"# Speed targets of `{source}`\n", "| target | measured | verdict |", "|---|---|---|"]
+    lines += [f"| {t} | {v} | {verdict} |" for t, v, verdict in rows]
+    return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------------------------------
@@ -610,10 +595,13 @@ def write_markdown(
     ``memory`` the records of ``benches/suite/memory.py``, ``e2e`` those of the end-to-end scripts."""
     L: list[str] = []
     L.append("# Benchmarks: rlcore side by side with Tianshou, SB3, cpprb, TorchRL and rlox\n")
+    made = f"Measured on {meta['date']} by `{meta.get('command', 'python benches/report.py')}` on the machine below"
+    if meta.get("rebuilt_by"):
+        made += f" (this page rebuilt from the saved results by `{meta['rebuilt_by']}`)"
     L.append(
-        "Generated by `make bench` (`python benches/report.py`; the pytest-benchmark modules ship in the package as "
-        "`benches/suite/test_bench_*.py`). Every group runs rlcore and each peer on identical data in the same "
-        f"process; times are µs per call unless the group says otherwise. The micro benchmarks ran {meta.get('runs', 1)} "
+        f"{made}. The benchmark modules are "
+        "`benches/suite/test_bench_*.py` of rlcore's source repository. Every group runs rlcore and each peer on "
+        f"identical data in the same process; times are µs per call unless the group says otherwise. The micro benchmarks ran {meta.get('runs', 1)} "
         "time(s): *median* is the median over runs of each run's median over its pytest-benchmark rounds, *IQR* "
         "the median of the runs' interquartile ranges, *run spread* ± half the range of the runs' medians "
         "relative to the median (0 with one run). *ratio* = peer median / rlcore median, so > 1 means rlcore is "
@@ -636,9 +624,9 @@ def write_markdown(
     ]
     L.append("- load average (1/5/15 min): " + "; ".join(f"{what}: {v}" for what, v in loads))
     L.append(
-        "- **noise**: this is a shared machine on which other jobs (compiles, training runs) may run; absolute "
-        "times move between runs and single groups can shift when a neighbour starts. Read the ratios within "
-        "one group (measured back to back in one process), not absolute numbers across groups.\n"
+        "- **noise**: other programs running during the benchmark (a load average above the core count says "
+        "so) slow some groups more than others. Read the ratios within one group (measured back to back in one "
+        "process), not absolute numbers across groups.\n"
     )
     L.append("| package | version |\n|---|---|")
     for k, v in meta["versions"].items():
@@ -666,14 +654,6 @@ def write_markdown(
         L.extend(memory_section(memory))
 
     L.extend(scale_sections(cpu_groups, skipped_in))
-
-    tg = targets(cpu_groups)
-    if tg:
-        L.append("## Targets from issues 2, 3 and 4 (this run)\n")
-        L.append("| target | measured | verdict |\n|---|---|---|")
-        for t, v, verdict in tg:
-            L.append(f"| {t} | {v} | {verdict} |")
-        L.append("")
 
     L.append("## GPU\n")
     gpu = {g: rs for g, rs in groups.items() if is_gpu(g)}
@@ -718,9 +698,8 @@ def write_markdown(
         "rlox, cpprb and SB3 (rlox: flat arrays and uint8 flags, as `push_batch` requires), a `Batch` for "
         "Tianshou, a `TensorDict` for TorchRL. A single env's step gives Python `float`/`bool` for reward and "
         "flags, as gymnasium does.\n"
-        "- torch runs with one intra-op thread (`torch.set_num_threads(1)`): with two threads on this loaded "
-        "2-core machine a 256-row tensor index waited ~20 ms for a core, which would have measured the machine, "
-        "not TorchRL.\n"
+        "- torch runs with one intra-op thread (`torch.set_num_threads(1)`): with more threads than free cores a "
+        "256-row tensor index can wait milliseconds for a core, which would measure the machine, not TorchRL.\n"
         "- What each call returns differs: rlcore a `TransitionBatch` of numpy arrays (obs_next and discount "
         "included), rlox/cpprb dicts of numpy arrays, SB3 torch tensors, Tianshou a `Batch`, TorchRL a "
         "`TensorDict`.\n"
@@ -820,7 +799,7 @@ def scale_sections(
                 + f" | {v[ks[-1]] / v[ks[0]]:.2f} |"
             )
         L.append(
-            "\nHER rows hold the same 100k transitions at both capacities (issue 3's definition); the other "
+            "\nHER rows hold the same 100k transitions at both capacities; the other "
             "operations run on full buffers, so the 1M case also pays for a working set that no longer fits in "
             "cache.\n"
         )
@@ -1013,7 +992,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", type=Path, help="keep the raw JSON of every part in this directory")
     ap.add_argument("--from", dest="from_dir", type=Path, help="rebuild the report from a --save directory")
     ap.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help=f"the Markdown report (default {DEFAULT_OUT})"
+        "--out",
+        type=Path,
+        default=None,
+        help=f"the Markdown report, charts in img/ beside it (default: a fresh {DEFAULT_OUT_PATTERN})",
+    )
+    ap.add_argument(
+        "--targets",
+        type=Path,
+        default=None,
+        metavar="TOML",
+        help="also check these speed targets (benches/targets.toml): printed and written to targets.md "
+        "next to the raw results, never into the report",
     )
     ap.add_argument("-k", dest="keyword", help="pytest -k expression (a subset of the micro benchmarks)")
     ap.add_argument("--no-micro", action="store_true", help="skip the pytest-benchmark suite")
@@ -1028,10 +1018,25 @@ def main(argv: list[str] | None = None) -> int:
         "--e2e-json", type=Path, action="append", help="read end-to-end results from this JSON instead"
     )
     args = ap.parse_args(argv)
+    here = Path(__file__).resolve()
+    try:
+        prog = str(here.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        prog = str(here)
+    command = shlex.join(["python", prog, *(sys.argv[1:] if argv is None else argv)])
+    spec = None
+    if args.targets is not None:
+        try:
+            spec = load_targets(args.targets)
+        except (OSError, ValueError) as e:
+            print(f"report.py: --targets {args.targets}: {e}", file=sys.stderr)
+            return 2
+    out = args.out if args.out is not None else default_out()
 
     if args.from_dir:
         raw = args.from_dir
         meta = json.loads((raw / "meta.json").read_text())
+        meta["rebuilt_by"] = command
     else:
         raw = args.save or Path(tempfile.mkdtemp(prefix="rlcore-bench-"))
         raw.mkdir(parents=True, exist_ok=True)
@@ -1088,6 +1093,7 @@ def main(argv: list[str] | None = None) -> int:
                 " loads it once, at its start"
             )
         meta = {
+            "command": command,
             "date": start.strftime("%Y-%m-%d %H:%M UTC"),
             "duration": f"{(time.perf_counter() - t0) / 60:.1f} min",
             "runs": args.runs,
@@ -1098,14 +1104,23 @@ def main(argv: list[str] | None = None) -> int:
             "e2e_notes": e2e_notes,
         }
         (raw / "meta.json").write_text(json.dumps(meta, indent=1))
-    text, pics = build_report(raw, meta, args.out)
-    print(f"wrote {args.out} and {len(pics)} charts in {args.out.parent / 'img'} (raw results in {raw})")
+    text, pics, groups = build_report(raw, meta, out)
+    print(f"wrote {out} and {len(pics)} charts in {out.parent / 'img'} (raw results in {raw})")
+    if spec is not None:
+        rows = check_targets({g: rs for g, rs in groups.items() if not is_gpu(g)}, spec)
+        table = targets_markdown(rows, args.targets)
+        (raw / "targets.md").write_text(table, encoding="utf-8")
+        met = sum(v == "met" for _, _, v in rows)
+        print(f"\n{table}\n{met} of {len(rows)} targets met (also in {raw / 'targets.md'})")
     return 0
 
 
-def build_report(raw: Path, meta: dict[str, Any], out: Path) -> tuple[str, dict[str, str]]:
+def build_report(
+    raw: Path, meta: dict[str, Any], out: Path
+) -> tuple[str, dict[str, str], dict[str, list[dict[str, Any]]]]:
     """Read a results directory (``run-*.json``, ``run-*.skips.json``, ``memory.json``,
-    ``e2e-*.json``), write the charts next to ``out`` (``img/``) and the Markdown to ``out``."""
+    ``e2e-*.json``), write the charts next to ``out`` (``img/``) and the Markdown to ``out``; return
+    the Markdown, the chart paths and the groups (:func:`by_group`)."""
     json_paths = sorted(p for p in raw.glob("run-*.json") if not p.name.endswith(".skips.json"))
     rows = load_results(json_paths)
     skips: list[dict[str, str]] = []
@@ -1121,7 +1136,7 @@ def build_report(raw: Path, meta: dict[str, Any], out: Path) -> tuple[str, dict[
     pics = charts(groups, out.parent / "img")
     text = write_markdown(groups, skips, pics, meta, memory=memory, e2e=e2e)
     out.write_text(text)
-    return text, pics
+    return text, pics, groups
 
 
 if __name__ == "__main__":

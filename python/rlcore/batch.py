@@ -34,7 +34,7 @@ class TransitionBatch(NamedTuple):
         terminated: ``[B]`` bool, ``terminated`` of the window's last step t+m-1.
         truncated: ``[B]`` bool, ``truncated`` of the window's last step t+m-1.
         discount: ``[B]`` float32, ``gamma**m * (1 - terminated)``; the TD target is
-            ``rew + discount * Q'(obs_next)`` (DESIGN.md "n-step"; Sutton & Barto 2018, eq. 7.1).
+            ``rew + discount * Q'(obs_next)`` (Sutton & Barto 2018, eq. 7.1).
         indices: ``[B]`` int64 rows in the buffer's storage (``buffer.column(name)[indices]``);
             pass them back to ``update_priorities``.
         weights: ``[B]`` float32 importance-sampling weights for prioritized buffers

@@ -7,6 +7,8 @@ relabeled batches, and prints what came out.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 
 import gymnasium as gym
@@ -17,7 +19,10 @@ import rlcore
 
 def _fetch_env(num_envs: int) -> gym.vector.VectorEnv | None:
     try:
-        import gymnasium_robotics
+        # gymnasium-robotics 1.4.2 prints a notice about its Adroit envs on import, which says
+        # nothing about FetchReach: keep the demo's output to what it shows
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            import gymnasium_robotics
     except ImportError:
         return None
     gym.register_envs(gymnasium_robotics)

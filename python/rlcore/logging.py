@@ -9,15 +9,18 @@ of :func:`~rlcore.stats.flatten_stats` (``rollout/``, ``train/``, ``eval/``, ``t
 * :class:`TensorBoardLogger`: ``torch.utils.tensorboard`` scalars with the env steps as x-axis;
 * :class:`MultiLogger`: fans out to several of them.
 
-``plot_run(run_dir)`` reads ``metrics.jsonl`` and writes one PNG per namespace with matplotlib.
+``plot_run(run_dir)`` reads ``metrics.jsonl`` (:func:`learning_curves`) and writes one PNG per
+namespace with matplotlib, leaving out the metrics that never change.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -25,10 +28,12 @@ from rlcore.stats import EpochStats, flatten_stats
 
 __all__ = [
     "ConsoleLogger",
+    "Curves",
     "JsonlLogger",
     "Logger",
     "MultiLogger",
     "TensorBoardLogger",
+    "learning_curves",
     "plot_run",
     "write_iterations",
 ]
@@ -177,21 +182,51 @@ class MultiLogger:
             logger.close()
 
 
-def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
-    """Draw learning curves from ``run_dir/metrics.jsonl``: one PNG per namespace, x = env steps.
+#: y-axis labels of metrics whose unit is not in their name
+_UNITS = {"return_mean": "return", "return_std": "return", "length_mean": "env steps", "success_rate": "fraction"}
 
-    Writes ``rollout.png``, ``train.png``, ``eval.png`` (those that have data) into ``out_dir``
-    (default: ``run_dir``) and returns their paths.
+
+def _segments(points: list[tuple[float, float]]) -> list[list[tuple[float, float]]]:
+    """Split a series where its env steps go back (a file that several runs appended to, written
+    before run directories were kept apart), so no line is drawn from the end of one run back to
+    the start of the next."""
+    parts: list[list[tuple[float, float]]] = [[]]
+    for x, y in points:
+        if parts[-1] and x < parts[-1][-1][0]:
+            parts.append([])
+        parts[-1].append((x, y))
+    return parts
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+@dataclass(frozen=True)
+class Curves:
+    """What :func:`plot_run` draws for one namespace of a run.
+
+    Attributes:
+        namespace: ``rollout``, ``train`` or ``eval``.
+        drawn: metric name -> its runs, each a list of ``(env_steps, value)`` in file order (one
+            run unless the env steps go back, see :func:`learning_curves`).
+        constant: metric name -> its one value (``nan`` when it has no finite value): not drawn.
+    """
+
+    namespace: str
+    drawn: dict[str, list[list[tuple[float, float]]]]
+    constant: dict[str, float]
+
+
+def learning_curves(run_dir: str | Path) -> list[Curves]:
+    """Read ``run_dir/metrics.jsonl`` into the curves :func:`plot_run` draws, one per namespace
+    (sorted). A metric with fewer than two distinct finite values is ``constant``; a series whose
+    env steps go back (several runs appended to one file by rlcore before 0.2) is split into runs.
 
     Raises:
         FileNotFoundError: no ``metrics.jsonl`` in ``run_dir``.
-        ValueError: the file holds no metrics.
+        ValueError: the file holds no rollout/train/eval metrics.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     run_dir = Path(run_dir)
     path = run_dir / METRICS_FILE
     if not path.is_file():
@@ -209,30 +244,84 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
                 continue
             for key, value in row.items():
                 namespace, _, name = key.partition("/")
-                if namespace in ("rollout", "train", "eval"):
-                    series[namespace][name].append((x, value))
+                if namespace in ("rollout", "train", "eval") and isinstance(value, int | float):
+                    series[namespace][name].append((float(x), float(value)))
     if not series:
         raise ValueError(f"{path} holds no rollout/train/eval metrics")
-    out = Path(out_dir) if out_dir is not None else run_dir
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
+    out = []
     for namespace, metrics in sorted(series.items()):
-        names = sorted(metrics)
-        cols = min(3, len(names))
-        rows = math.ceil(len(names) / cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.2 * rows), squeeze=False)
-        for ax, name in zip(axes.flat, names, strict=False):
-            xs, ys = zip(*metrics[name], strict=True)
-            ax.plot(xs, ys, marker="." if len(xs) < 50 else None)
-            ax.set_title(f"{namespace}/{name}")
+        drawn, constant = {}, {}
+        for name in sorted(metrics):
+            finite = [(x, y) for x, y in metrics[name] if math.isfinite(y)]
+            values = {y for _, y in finite}
+            if len(values) > 1:
+                drawn[name] = _segments(finite)
+            else:
+                constant[name] = values.pop() if values else math.nan
+        out.append(Curves(namespace, drawn, constant))
+    return out
+
+
+def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Draw learning curves from ``run_dir/metrics.jsonl``: one PNG per namespace, x = env steps.
+
+    Writes ``rollout.png``, ``train.png``, ``eval.png`` into ``out_dir`` (default: ``run_dir``) and
+    returns their paths. Each panel is one metric, titled ``namespace/name``, with env steps on the x
+    axis and the metric (with its unit where the name does not say it) on the y axis. A metric that
+    never changes (an episode count, a fixed episode length) or has no finite value is not drawn:
+    the figure's footnote lists it with its value, and a namespace with nothing to draw gets no PNG.
+    When the env steps go back (several runs appended to one file by an older rlcore), each run is
+    its own line, labelled in a legend. See :func:`learning_curves`.
+
+    Raises:
+        FileNotFoundError: no ``metrics.jsonl`` in ``run_dir``.
+        ValueError: the file holds no metrics, or none that changes.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    curves = learning_curves(run_dir)
+    out = Path(out_dir) if out_dir is not None else run_dir
+    written = []
+    for c in curves:
+        if not c.drawn:
+            continue
+        cols = min(3, len(c.drawn))
+        rows = math.ceil(len(c.drawn) / cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.2 * rows + 0.4), squeeze=False)
+        for ax, (name, parts) in zip(axes.flat, c.drawn.items(), strict=False):
+            for k, part in enumerate(parts):
+                xs, ys = zip(*part, strict=True)
+                label = f"run {k + 1} (env steps {xs[0]:,.0f}-{xs[-1]:,.0f})" if len(parts) > 1 else None
+                ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=label)
+            if len(parts) > 1:
+                ax.legend(fontsize=7)
+            ax.set_title(f"{c.namespace}/{name}")
             ax.set_xlabel("env steps")
+            ax.set_ylabel(_UNITS.get(name, name))
             ax.grid(alpha=0.3)
-        for ax in list(axes.flat)[len(names) :]:
+        for ax in list(axes.flat)[len(c.drawn) :]:
             ax.axis("off")
-        fig.suptitle(run_dir.name)
-        fig.tight_layout()
-        target = out / f"{namespace}.png"
+        fig.suptitle(f"{run_dir.name}: {c.namespace}")
+        not_drawn = [
+            f"{name} = {_fmt(v)}" if math.isfinite(v) else f"{name} (no finite value)"
+            for name, v in c.constant.items()
+        ]
+        note = textwrap.fill("constant, not drawn: " + ", ".join(not_drawn), 75 * cols) if not_drawn else ""
+        if note:
+            fig.text(0.01, 0.01, note, fontsize=8, color="0.35", va="bottom")
+        fig.tight_layout(rect=(0, (0.05 + 0.04 * note.count("\n")) / rows if note else 0, 1, 1))
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / f"{c.namespace}.png"
         fig.savefig(target, dpi=100)
         plt.close(fig)
         written.append(target)
+    if not written:
+        constant = ", ".join(f"{c.namespace}/{n} = {_fmt(v)}" for c in curves for n, v in c.constant.items())
+        raise ValueError(
+            f"{run_dir / METRICS_FILE}: no metric changes over the run, nothing to draw ({constant})"
+        )
     return written

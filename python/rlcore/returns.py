@@ -40,12 +40,15 @@ def compute_gae(
     ``A_t = delta_t + gamma lambda (1 - (term_t | trunc_t)) A_{t+1}``, ``returns = A + V``.
 
     Args:
-        rew, values: ``[T, N]`` (or ``[T]``) rewards and values V(s_t), cast to float32.
+        rew: ``[T, N]`` (or ``[T]``) rewards, cast to float32.
+        values: ``[T, N]`` (or ``[T]``) values V(s_t), cast to float32.
         next_values: ``[T, N]`` value of the observation after step t: the true final
             observation when step t was truncated, the next observation otherwise (so a rollout
             cut mid-episode bootstraps from ``next_values[T - 1]``). Ignored where terminated.
-        terminated, truncated: ``[T, N]`` bool (or 0/1 integer) flags.
-        gamma: discount in [0, 1]; gae_lambda: λ in [0, 1].
+        terminated: ``[T, N]`` bool (or 0/1 integer) flags: the episode ended in a terminal state.
+        truncated: ``[T, N]`` bool (or 0/1 integer) flags: the episode was cut (time limit).
+        gamma: discount in [0, 1].
+        gae_lambda: λ in [0, 1].
 
     Returns:
         (advantages, returns), float32 ``[T, N]`` (``[T]`` for 1-d input).
@@ -98,6 +101,8 @@ def compute_nstep_returns(
         (returns float32 [T], discounts float32 [T], horizons int64 [T]).
 
     Raises:
-        ShapeError, InvalidValueError (n_step < 1, gamma outside [0, 1]), DTypeError.
+        ShapeError: the arrays are not 1-d of one length T.
+        InvalidValueError: n_step < 1, gamma outside [0, 1].
+        DTypeError: an array or number of a type that is not numeric.
     """
     return _compute_nstep_returns(_f32(rew), _flags(terminated), _flags(truncated), int(n_step), float(gamma))

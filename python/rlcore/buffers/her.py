@@ -26,7 +26,9 @@ class HERReplayBuffer(ReplayBuffer):
     stored part; after the ring wraps no goal comes from an overwritten row or another episode.
 
     Args:
-        capacity, num_envs, seed: as :class:`ReplayBuffer`.
+        capacity: total rows, shared equally by the envs (as :class:`ReplayBuffer`).
+        num_envs: N, the envs whose steps each ``add`` receives.
+        seed: seed of the buffer's generator (``None``: from the OS).
         strategy: ``"future"``, ``"final"`` or ``"episode"``.
         future_k: relabeled-to-real ratio k (relabel probability k / (k + 1)).
         compute_reward: vectorised ``f(achieved_goal [M, G], desired_goal [M, G], info) -> [M]``
@@ -35,7 +37,10 @@ class HERReplayBuffer(ReplayBuffer):
         distance_threshold: instead of ``compute_reward``: the native Fetch-style sparse reward
             ``-(||ag - g||_2 > distance_threshold)`` (float32), computed in Rust.
         goal_keys: names of the (observation, achieved goal, desired goal) keys.
-        prioritized, alpha, beta, eps: prioritized HER (see :class:`PrioritizedReplayBuffer`).
+        prioritized: prioritized HER: sample by priority (see :class:`PrioritizedReplayBuffer`).
+        alpha: with ``prioritized``: priority exponent.
+        beta: with ``prioritized``: importance-sampling exponent.
+        eps: with ``prioritized``: added to every priority.
 
     Raises:
         InvalidValueError: neither or both of ``compute_reward`` and ``distance_threshold``, a
@@ -199,8 +204,9 @@ class HERReplayBuffer(ReplayBuffer):
         """As :meth:`ReplayBuffer.sample`, with hindsight relabeling (see the class docstring).
 
         Raises:
-            ShapeError, DTypeError: ``compute_reward`` returned something other than M numbers.
-            Any exception raised by ``compute_reward`` itself.
+            ShapeError: ``compute_reward`` returned an array of another shape than ``[M]``.
+            DTypeError: ``compute_reward`` returned something that is not numbers.
+            Exception: any exception raised by ``compute_reward`` itself.
         """
         return _new_batch(TransitionBatch, self._sample(batch_size, n_step, gamma, out, self._compute_reward))
 

@@ -24,11 +24,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     larger ones, so the total priority mass of any buffer stays finite whatever adds and
     updates come. Weights are computed from the priority ratio ``p_i / p_min`` (from logarithms
     where that ratio overflows), never through ``p / total``; a weight below float32's
-    smallest normal number 2**-126 is returned as 2**-126, so every weight lies in
+    smallest normal number ``2**-126`` is returned as ``2**-126``, so every weight lies in
     ``[2**-126, 1]``.
 
     Args:
-        capacity, num_envs, seed: as :class:`ReplayBuffer`.
+        capacity: total rows, shared equally by the envs (as :class:`ReplayBuffer`).
+        num_envs: N, the envs whose steps each ``add`` receives.
+        seed: seed of the buffer's generator (``None``: from the OS).
         alpha: priority exponent (0 = uniform).
         beta: importance-sampling exponent; settable any time (``buf.beta = 1.0``), see
             :class:`LinearSchedule`.

@@ -253,7 +253,7 @@ class ReplayBuffer(RawBuffer):
 
         With ``n_step = n``, for sampled step t in an episode whose last stored step is e − 1,
         m = min(n, e − t) and ``rew = sum_{k<m} gamma^k r_{t+k}``, ``obs_next = o_{t+m}``,
-        ``discount = gamma^m * (1 - terminated_{t+m-1})`` (DESIGN.md "n-step"; Sutton & Barto
+        ``discount = gamma^m * (1 - terminated_{t+m-1})`` (Sutton & Barto
         2018, eq. 7.1). Windows never cross an episode end or the newest stored step.
 
         Args:
@@ -269,14 +269,15 @@ class ReplayBuffer(RawBuffer):
             TransitionBatch of numpy arrays (see its docstring for shapes and dtypes).
 
         Raises:
-            InvalidValueError: batch_size outside [1, 2**31 - 1], n_step < 1 (or >= 2**64), or
-                gamma outside [0, 1].
+            InvalidValueError: batch_size outside ``[1, 2**31 - 1]``, n_step < 1 (or
+                ``>= 2**64``), or gamma outside [0, 1].
             DTypeError: batch_size or n_step not an integer (a float, even ``4.0``, a bool, None,
                 a string), gamma not a number.
             EmptyBufferError: the buffer holds no transition.
-            ShapeError, DTypeError, ApiUsageError: ``out`` arrays that do not fit; ApiUsageError
-                for an ``out`` that is not a batch of this buffer (a missing field, obs key or
-                extra).
+            ShapeError: ``out`` arrays of the wrong shapes.
+            DTypeError: ``out`` arrays of the wrong dtypes.
+            ApiUsageError: ``out`` arrays that are not C-contiguous and writable, or an ``out``
+                that is not a batch of this buffer (a missing field, obs key or extra).
         """
         return _new_batch(TransitionBatch, self._sample(batch_size, n_step, gamma, out, None))
 

@@ -1,4 +1,4 @@
-"""What every ``rlcore`` command shares: the one-line :class:`UsageError`, envs, resume."""
+"""What every ``rlcore`` command shares: the one-line :class:`UsageError`, envs, resume, run directories."""
 
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,80 @@ def _resumed_capacity(path: Path, default: int) -> int:
     except (FileNotFoundError, RlcoreError):
         return default
     return int(capacity) if isinstance(capacity, int) else default
+
+
+#: what ``rlcore train`` and ``rlcore plot`` write into a run directory; a directory holding any of
+#: these holds a run, and ``--overwrite`` removes these and nothing else
+RUN_FILES = ("config.json", "metrics.jsonl", "tb", "checkpoint", "rollout.png", "train.png", "eval.png")
+
+
+def _holds_run(path: Path) -> bool:
+    return any((path / name).exists() for name in RUN_FILES)
+
+
+def prepare_run_dir(args: argparse.Namespace, default: Path) -> Path:
+    """Create and return the run directory of ``rlcore train``; an earlier run is never appended to
+    by accident.
+
+    * ``--resume CKPT``: ``--out``, else the run directory that holds ``CKPT`` (its parent when that
+      has a ``config.json``), else ``default``. The run there is continued: ``metrics.jsonl`` and
+      ``tb/`` are appended to, ``checkpoint/`` and ``config.json`` replaced.
+    * ``--overwrite``: ``--out`` or ``default``; the files of an earlier run there (:data:`RUN_FILES`)
+      are removed first, nothing else in the directory.
+    * otherwise, an ``--out`` that holds a run is refused; when ``default`` holds one, the run goes to
+      the first free ``default-run2``, ``default-run3``, ...
+
+    Each case prints one line when it is not a fresh directory.
+
+    Raises:
+        UsageError: ``--out`` holds a run (without ``--resume``/``--overwrite``), or both flags given.
+    """
+    overwrite = getattr(args, "overwrite", False)
+    if args.resume is not None:
+        if overwrite:
+            raise UsageError(
+                "--overwrite and --resume exclude each other: --resume continues a run, --overwrite replaces it"
+            )
+        ckpt = Path(args.resume)
+        out = args.out or (ckpt.parent if (ckpt.parent / "config.json").is_file() else default)
+        if _holds_run(out):
+            print(f"rlcore: continuing the run in {out} (appending to metrics.jsonl and tb/)")
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    out = args.out or default
+    if overwrite:
+        removed = [name for name in RUN_FILES if (out / name).exists()]
+        for name in removed:
+            target = out / name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+        if removed:
+            print(f"rlcore: --overwrite: removed the earlier run's {', '.join(removed)} from {out}")
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    if args.out is not None:
+        if _holds_run(out):
+            raise UsageError(
+                f"--out {out} already holds a run: pass --overwrite to replace it, --resume "
+                f"{out / 'checkpoint'} to continue it, or another --out"
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    candidate, k = out, 1
+    while True:
+        try:
+            candidate.mkdir(parents=True)
+            break
+        except FileExistsError:
+            if candidate.is_dir() and not _holds_run(candidate):
+                break
+        k += 1
+        candidate = out.with_name(f"{out.name}-run{k}")
+    if candidate != out:
+        print(
+            f"rlcore: {out} holds an earlier run; this one writes {candidate} "
+            f"(--overwrite replaces the earlier one, --resume {out / 'checkpoint'} continues it)"
+        )
+    return candidate

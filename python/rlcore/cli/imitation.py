@@ -27,7 +27,7 @@ def train_imitation(args: argparse.Namespace) -> int:
     steps; the generator, discriminator and schedule are :func:`gail_settings`.
     """
     from rlcore.algos.bc import BCConfig
-    from rlcore.cli.common import UsageError, _make_envs, load_resume
+    from rlcore.cli.common import UsageError, _make_envs, load_resume, prepare_run_dir
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
 
     if args.expert is None:
@@ -44,8 +44,6 @@ def train_imitation(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     eval_envs = _make_envs(args.env, 5)
     obs_space, act_space = eval_envs.single_observation_space, eval_envs.single_action_space
-    out = args.out or Path("runs") / f"{args.env}-{args.algo}-s{args.seed}"
-    out.mkdir(parents=True, exist_ok=True)
     trainer: Any
     if args.algo == "bc":
         steps = args.steps or 20_000
@@ -73,6 +71,7 @@ def train_imitation(args: argparse.Namespace) -> int:
         trainer = GAILTrainer(gail, envs, config=trainer_config, eval_envs=eval_envs)
         total = steps
     load_resume(trainer, args)
+    out = prepare_run_dir(args, Path("runs") / f"{args.env}-{args.algo}-s{args.seed}")
     (out / "config.json").write_text(
         json.dumps(
             {

@@ -47,7 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--num-envs", type=int, default=None, help="training envs (default: per env)")
     train.add_argument(
-        "--out", type=Path, default=None, help="run directory (default runs/ENV-ALGO[-her]-sSEED)"
+        "--out",
+        type=Path,
+        default=None,
+        help="run directory (default runs/ENV-ALGO[-her]-sSEED, or -run2, -run3, ... when that holds an "
+        "earlier run); an --out that holds a run is refused unless --overwrite or --resume",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in the run directory: first remove its config.json, metrics.jsonl, tb/, "
+        "checkpoint/ and plots (nothing else)",
     )
     train.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     train.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -74,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="CHECKPOINT_DIR",
         help="continue the run saved in this checkpoint directory (e.g. RUN_DIR/checkpoint), with the same "
-        "flags and a larger --steps; nothing in it runs as code",
+        "flags and a larger --steps, appending to RUN_DIR's metrics.jsonl and tb/ (or --out's); nothing in "
+        "it runs as code",
     )
     train.add_argument(
         "--trust-env-state",

@@ -11,7 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlcore.cli.common import IMITATION_ALGOS, UsageError, _make_envs, _resumed_capacity, load_resume
+from rlcore.cli.common import (
+    IMITATION_ALGOS,
+    UsageError,
+    _make_envs,
+    _resumed_capacity,
+    load_resume,
+    prepare_run_dir,
+)
 from rlcore.presets import preset_for
 
 
@@ -150,8 +157,7 @@ def train_command(args: argparse.Namespace) -> int:
     tag = (
         f"{args.env}-{args.algo}{'-her' if args.her else ''}{'-per' if args.prioritized else ''}-s{args.seed}"
     )
-    out = args.out or Path("runs") / tag
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_run_dir(args, Path("runs") / tag)
     (out / "config.json").write_text(
         json.dumps(
             {

@@ -33,7 +33,7 @@ def train_on_policy(args: argparse.Namespace) -> int:
     from rlcore.algos.common import resolve_device
     from rlcore.algos.ppo import PPO, PPOConfig
     from rlcore.algos.vpg import VPG, VPGConfig
-    from rlcore.cli.common import UsageError, _make_envs, load_resume
+    from rlcore.cli.common import UsageError, _make_envs, load_resume, prepare_run_dir
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 
@@ -91,8 +91,7 @@ def train_on_policy(args: argparse.Namespace) -> int:
     trainer = OnPolicyTrainer(algorithm, envs, config=trainer_config, eval_envs=eval_envs)
     load_resume(trainer, args)
 
-    out = args.out or Path("runs") / f"{args.env}-{args.algo}-s{args.seed}"
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_run_dir(args, Path("runs") / f"{args.env}-{args.algo}-s{args.seed}")
     (out / "config.json").write_text(
         json.dumps(
             {

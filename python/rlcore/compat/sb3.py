@@ -411,10 +411,11 @@ class NStepReplayBuffer(_CoreStorage, _sb3_buffers.NStepReplayBuffer):
     ``discounts = gamma^m`` (``[B, 1]`` float32), so SB3's target is
     ``rewards + (1 - dones) * discounts * Q'(next_observations)``.
 
+    The arguments not listed below are those of :class:`ReplayBuffer`.
+
     Args:
         n_steps: n >= 1.
         gamma: discount in [0, 1].
-        others: as :class:`ReplayBuffer`.
 
     Raises:
         ValueError: ``optimize_memory_usage=True``, n_steps < 1 or gamma outside [0, 1].
@@ -481,6 +482,8 @@ class HerReplayBuffer(_CoreStorage, _sb3_her.HerReplayBuffer):
     indices=[0])`` — exactly SB3's call — or, with ``distance_threshold``, natively in Rust as
     ``-(||ag - g||_2 > distance_threshold)`` (gymnasium-robotics' Fetch sparse reward).
 
+    The arguments not listed below are those of :class:`ReplayBuffer`.
+
     Args:
         env: the training VecEnv (for ``compute_reward``); SB3 passes it.
         n_sampled_goal: k, relabeled-to-real ratio.
@@ -488,7 +491,6 @@ class HerReplayBuffer(_CoreStorage, _sb3_her.HerReplayBuffer):
         copy_info_dict: must be False (see the module docstring).
         distance_threshold: use the native Fetch-style reward instead of ``env``'s
             ``compute_reward`` (it must be the env's own threshold and sparse reward).
-        others: as :class:`ReplayBuffer`.
 
     Raises:
         ValueError: ``optimize_memory_usage=True``, a non-Dict observation space or one

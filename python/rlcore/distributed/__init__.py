@@ -1,5 +1,5 @@
 """Replay across processes and machines on Ray (Ape-X shape): buffer shards, remote collectors and a
-prefetching learner (DESIGN.md, "Scale beyond one machine").
+prefetching learner.
 
 Pieces:
 

@@ -1,5 +1,5 @@
 """A sharded buffer's save on disk: each shard's buffer save under one generation folder and the
-``sharded.json`` manifest that names it (DESIGN.md, "Durability")."""
+``sharded.json`` manifest that names it, written last."""
 
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def save_shard_dirs(path: str | Path, *, num_envs: int, writers: Sequence[Callab
     """Write a sharded buffer's save: ``writers[s](dir)`` writes shard s as a buffer save into a
     fresh ``shards-<id>/shard-SSS`` folder of ``path``; then ``sharded.json`` (format, shard and
     stream counts, the folder) replaces the previous one atomically, and only the folder the
-    previous manifest named is removed (DESIGN.md, "Durability").
+    previous manifest named is removed.
 
     Raises:
         OSError: ``path`` cannot be written (a previous save there stays intact).

@@ -292,7 +292,9 @@ class ShardedReplayBuffer:
         ``PrioritizedReplayBuffer.sample``/``HERReplayBuffer.sample``) on one buffer holding all.
 
         Args:
-            batch_size, n_step, gamma: as ``ReplayBuffer.sample``.
+            batch_size: B >= 1, as ``ReplayBuffer.sample``.
+            n_step: n >= 1, as ``ReplayBuffer.sample``.
+            gamma: discount in [0, 1], as ``ReplayBuffer.sample``.
             out: preallocated batch to copy into (same shapes and dtypes as a returned batch).
 
         Returns:

@@ -128,7 +128,7 @@ class ShardWriter:
 
         Raises:
             ShapeError: ``rew``/``terminated``/``truncated``/``mask`` are not ``[N]``.
-            Errors of earlier chunks (see the class docstring).
+            RlcoreError: an error of an earlier chunk, raised here (see the class docstring).
         """
         n = self.num_envs
         rew_N = np.array(rew, copy=True)
@@ -170,7 +170,7 @@ class ShardWriter:
         ``wait=True`` also wait until every chunk sent so far is in its shard.
 
         Raises:
-            Errors of chunks sent earlier (see the class docstring).
+            RlcoreError: an error of a chunk sent earlier, raised here (see the class docstring).
         """
         ray = _ray()
         if self._steps:

@@ -19,8 +19,10 @@ class ReplayBuffer(_CoreStorage, _ts.ReplayBuffer):  # type: ignore[misc,overrid
 
     Args:
         size: transitions to keep.
-        stack_num, save_only_last_obs: must be 1 / False.
-        ignore_obs_next, sample_avail: accepted; every observation is stored once anyway.
+        stack_num: must be 1.
+        ignore_obs_next: accepted; every observation is stored once anyway.
+        save_only_last_obs: must be False.
+        sample_avail: accepted; every stored transition is sampleable.
         random_seed: seed of the core's generator.
         extra_rows: rows for episodes' final observations (default ``size // 8 + 2``).
 
@@ -113,8 +115,9 @@ class PrioritizedReplayBuffer(_PrioritizedMixin, _CoreStorage, _ts.PrioritizedRe
     """Tianshou's ``PrioritizedReplayBuffer`` backed by the core's sum tree; ``sample`` adds
     ``weight`` [B] float32 to the batch.
 
+    The arguments not listed below are those of :class:`ReplayBuffer`.
+
     Args:
-        size, stack_num, ...: as :class:`ReplayBuffer`.
         alpha: priority exponent (> 0).
         beta: importance-sampling exponent (>= 0).
         weight_norm: divide the weights by the batch maximum (Tianshou's default).

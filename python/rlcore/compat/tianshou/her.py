@@ -165,12 +165,13 @@ class _HERMixin:
 class HERReplayBuffer(_HERMixin, _CoreStorage, _ts.HERReplayBuffer):  # type: ignore[misc,override]  # last_index is derived
     """Tianshou's ``HERReplayBuffer`` (one env) over the core (see :class:`_HERMixin`).
 
+    The arguments not listed below are those of :class:`ReplayBuffer`.
+
     Args:
         size: transitions to keep.
         compute_reward_fn: vectorised ``f(achieved_goal [M, G], desired_goal [M, G]) -> [M]``.
         horizon: the maximum episode length.
         future_k: relabel probability ``1 - 1/future_k`` per sampled episode (Tianshou's).
-        others: as :class:`ReplayBuffer`.
 
     Raises:
         NotImplementedError: stack_num > 1 or save_only_last_obs.

@@ -1,0 +1,80 @@
+"""`rlcore plot`: constant metrics are listed, not drawn; runs appended to one file are drawn apart."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from rlcore.cli import main
+from rlcore.logging import learning_curves, plot_run
+
+
+def _write(run: Path, rows: list[dict[str, float]]) -> None:
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _rows(steps: range) -> list[dict[str, float]]:
+    return [
+        {
+            "time/env_steps": s,
+            "rollout/episodes": 10,  # the same count every iteration
+            "rollout/length_mean": 50.0,  # FetchReach: every episode 50 steps
+            "rollout/return_mean": -50.0 + s / 100,
+            "rollout/success_rate": math.nan,  # not a goal env
+            "train/critic_loss": 1.0 / s,
+            "eval/return_mean": -40.0 + s / 50,
+            "eval/length_mean": 50.0,
+        }
+        for s in steps
+    ]
+
+
+def test_constant_and_non_finite_metrics_are_listed_not_drawn(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _write(run, _rows(range(200, 2001, 200)))
+    curves = {c.namespace: c for c in learning_curves(run)}
+    assert set(curves["rollout"].drawn) == {"return_mean"}
+    assert curves["rollout"].constant["episodes"] == 10 and curves["rollout"].constant["length_mean"] == 50
+    assert math.isnan(curves["rollout"].constant["success_rate"])
+    assert set(curves["eval"].drawn) == {"return_mean"} and set(curves["eval"].constant) == {"length_mean"}
+    [part] = curves["train"].drawn["critic_loss"]
+    assert [x for x, _ in part] == list(range(200, 2001, 200))
+    paths = plot_run(run)
+    assert sorted(p.name for p in paths) == ["eval.png", "rollout.png", "train.png"]
+
+
+def test_a_namespace_with_only_constant_metrics_gets_no_png(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    rows = [{"time/env_steps": s, "rollout/episodes": 4, "train/loss": 1.0 / s} for s in (100, 200, 300)]
+    _write(run, rows)
+    assert [p.name for p in plot_run(run)] == ["train.png"]
+    assert not (run / "rollout.png").exists()
+    _write(run, [{"time/env_steps": s, "rollout/episodes": 4} for s in (100, 200)])
+    with pytest.raises(ValueError, match=r"nothing to draw \(rollout/episodes = 4\)"):
+        plot_run(run)
+
+
+def test_runs_appended_to_one_file_are_separate_lines(tmp_path: Path) -> None:
+    """The file a second `rlcore train` used to append to: the env steps go back from 2000 to 200.
+    Each run is its own line, so no line runs from step 2000 back to 200."""
+    run = tmp_path / "run"
+    _write(run, _rows(range(200, 2001, 200)) + _rows(range(200, 2001, 200)))
+    curves = {c.namespace: c for c in learning_curves(run)}
+    parts = curves["rollout"].drawn["return_mean"]
+    assert len(parts) == 2
+    for part in parts:
+        xs = [x for x, _ in part]
+        assert xs == sorted(xs) and xs[0] == 200 and xs[-1] == 2000
+
+
+def test_plot_command_says_in_one_line_when_nothing_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    _write(run, [{"time/env_steps": s, "eval/length_mean": 50.0} for s in (100, 200)])
+    assert main(["plot", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlcore: error: ") and "nothing to draw" in err and err.count("\n") == 1
