@@ -452,7 +452,7 @@ def test_save_is_durable_and_replaces_only_its_own_generation(tmp_path: Path) ->
     trainer.save_checkpoint(path)
     second = generation(path)
     assert second != first and not first.exists() and (path / "notes.txt").read_text() == "mine"
-    assert sorted(p.name for p in path.iterdir()) == sorted(["checkpoint.json", second.name, "notes.txt"])
+    assert sorted(p.name for p in path.iterdir()) == sorted(["checkpoint.json", second.name, "notes.txt", "rlcore.lock"])
 
     class Failing:
         def save(self, path: Path) -> None:
@@ -462,7 +462,7 @@ def test_save_is_durable_and_replaces_only_its_own_generation(tmp_path: Path) ->
     with pytest.raises(OSError, match="disk full"):
         checkpoint.save(path, trainer="off-policy", state={}, counters={}, buffer=Failing())
     assert generation(path) == second and sorted(p.name for p in path.iterdir()) == sorted(
-        ["checkpoint.json", second.name, "notes.txt"]
+        ["checkpoint.json", second.name, "notes.txt", "rlcore.lock"]
     )
     fresh = off_policy()
     with pytest.warns(RuntimeWarning, match="fresh episode"):
