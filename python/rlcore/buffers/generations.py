@@ -22,8 +22,8 @@ What :func:`writing` guarantees:
   save waited on it is locked again.
 - A save writes a fresh generation folder (its marker first), fsyncs every file and folder in it,
   writes the manifest to a temporary file, fsyncs it, renames it over the manifest and fsyncs
-  ``d``. Only then does it remove the previous generation, and only what the caller says the
-  replaced manifest lists: those files (never through a link), the marker, and then the folders
+  ``d``. Only then does it remove the previous generation (if its folder has the kind's name), and
+  only what the caller says the replaced manifest lists: those files (never through a link), the marker, and then the folders
   that this leaves empty. Anything else, in ``d`` or in the folder, stays.
 - A save that fails (any exception: a full disk, Ctrl-C) removes what it created and nothing else;
   the previous save stays as it was. If only the final fsync of ``d`` fails, the new save is in
@@ -35,8 +35,8 @@ What :func:`writing` guarantees:
   entries the marker declares (a declared tree as a whole) and the folder if that empties it. A
   leftover temporary manifest (``<manifest>.tmp-*``) is left alone.
 - A reader that must go on reading a generation after it released the lock (a checkpoint's buffer
-  restored after the checkpoint was loaded) :func:`pin` s it: while the pin is held, a save skips
-  removing that folder, and a later save removes it as a killed save's leftover.
+  restored after the checkpoint was loaded) pins it with :func:`pin`: while the pin is held, a save
+  skips removing that folder, and a later save removes it as a killed save's leftover.
 
 Locks need ``fcntl`` (Linux, macOS); elsewhere saves are not serialised and nothing is pinned.
 """
@@ -333,6 +333,8 @@ def writing(
     root.mkdir(parents=True, exist_ok=True)
     with _locked(root, exclusive=True):
         prev = previous(root)
+        if prev is not None and not kind.folders.fullmatch(prev.folder):
+            prev = None  # a manifest naming a folder rlcore never writes: nothing to remove
         _remove_abandoned(root, kind, keep=None if prev is None else prev.folder)
         draft = Draft(root, kind, manifest, files, trees)
         try:

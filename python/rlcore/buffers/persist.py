@@ -78,7 +78,12 @@ _DATA_DIR = re.compile(r"data-[0-9a-f]{16}")
 _DATA_DIR_V1 = re.compile(r"data-[0-9a-f]{12}")
 _DATA_FILE = re.compile(r"[0-9]{3,}\.npy")
 _CRC = re.compile(r"[0-9a-f]{8}")
-_KIND = generations.Kind(prefix="data-", folders=_DATA_DIR, marker="rlcore-buffer-data", entries=_DATA_FILE)
+_KIND = generations.Kind(
+    prefix="data-",
+    folders=re.compile(r"data-(?:[0-9a-f]{12}|[0-9a-f]{16})"),  # 12: format version 1
+    marker="rlcore-buffer-data",
+    entries=_DATA_FILE,
+)
 
 #: (part name, numpy dtype name, shape) of every state part, in order.
 Layout = Sequence[tuple[str, str, tuple[int, ...]]]

@@ -118,12 +118,10 @@ def open_shard_dirs(path: str | Path) -> Iterator[tuple[dict[str, Any], list[Pat
 def _previous(root: Path) -> generations.Generation | None:
     """What removing the save that ``root/sharded.json`` names removes: the files its manifest
     lists, or for a save written before manifests listed them, its shard folders. None for a
-    damaged manifest or a folder whose name is not a generation's."""
+    damaged manifest."""
     try:
         manifest = _read_shard_manifest(root)
     except SaveFileError:
-        return None
-    if not _KIND.folders.fullmatch(manifest["data_dir"]):
         return None
     if "files" in manifest:
         files = generations.relative_paths(manifest["files"])

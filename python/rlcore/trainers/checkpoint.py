@@ -370,12 +370,12 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
 def _previous(root: Path) -> generations.Generation | None:
     """What removing the checkpoint that ``root/checkpoint.json`` names removes: the files its
     manifest lists, or for a checkpoint written before manifests listed them, its parts and its
-    ``buffer/``. None for a damaged manifest or a folder whose name is not a generation's."""
+    ``buffer/``. None for a damaged manifest."""
     try:
         manifest = _read_manifest(root)
     except CheckpointError:
         return None
-    if manifest is None or not _KIND.folders.fullmatch(manifest["data_dir"]):
+    if manifest is None:
         return None
     if "files" in manifest:
         files = generations.relative_paths(manifest["files"])
