@@ -34,8 +34,12 @@ def buffer(seed: int) -> rlcore.ReplayBuffer:
     obs[0, 0] = seed
     ends = np.arange(t_len) % 50 == 49
     buf.extend(
-        obs[:-1], rng.standard_normal((t_len, 6)).astype(np.float32), rng.standard_normal(t_len),
-        np.zeros(t_len, bool), ends, obs[1:],
+        obs[:-1],
+        rng.standard_normal((t_len, 6)).astype(np.float32),
+        rng.standard_normal(t_len),
+        np.zeros(t_len, bool),
+        ends,
+        obs[1:],
     )
     return buf
 

@@ -46,6 +46,7 @@ from rlcore.algos import (
 )
 from rlcore.algos.bc import BC, BCConfig
 from rlcore.algos.gail import GAIL, GAILConfig
+from rlcore.buffers import generations
 from rlcore.cli import main as cli_main
 from rlcore.errors import CheckpointError, SaveFileError
 from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig, load_expert_policy
@@ -178,6 +179,19 @@ def generation(path: Path) -> Path:
     return path / json.loads((path / "checkpoint.json").read_text())["data_dir"]
 
 
+def resealed(path: Path, manifest: dict[str, Any] | None = None) -> Path:
+    """Write ``manifest`` (default: the current one) into ``path/checkpoint.json`` with the
+    checksums recomputed for the parts now on disk: what someone crafting a checkpoint would do,
+    so that a test reaches the checks behind the checksums (which only catch accidents)."""
+    manifest = dict(manifest or json.loads((path / "checkpoint.json").read_text()))
+    gen = path / manifest["data_dir"]
+    if gen.is_dir():  # else the manifest names a folder that is not there: only the seal
+        manifest["crc32c"] = {f: generations.file_crc32c(gen / f) for f in manifest.get("crc32c", {})}
+    manifest["checksum"] = generations.seal(manifest)
+    (path / "checkpoint.json").write_text(json.dumps(manifest))
+    return path
+
+
 # -------------------------------------------------------------------------------- crafted files
 
 
@@ -200,6 +214,7 @@ def test_crafted_trainer_pt_is_refused_and_runs_nothing(kind: str, tmp_path: Pat
     path = saved(TRAINERS[kind], tmp_path / "ckpt")
     marker = tmp_path / "marker"
     crafted_torch_file(generation(path) / "trainer.pt", marker)
+    resealed(path)
     with pytest.raises(CheckpointError, match=r"weights_only=True.*rlcore convert-checkpoint"):
         TRAINERS[kind]().load_checkpoint(path)
     assert not marker.exists()
@@ -245,6 +260,7 @@ def test_env_snapshot_runs_only_when_trusted(kind: str, tmp_path: Path) -> None:
     gen, marker = generation(path), tmp_path / "marker"
     assert (gen / "env_state.pkl").is_file()  # classic-control envs pickle
     crafted_pickle(gen / "env_state.pkl", marker)
+    resealed(path)
     with pytest.warns(RuntimeWarning, match="trust_env_state=True"):
         TRAINERS[kind]().load_checkpoint(path)
     assert not marker.exists()
@@ -272,6 +288,7 @@ def test_crafted_expert_checkpoint_of_collect_expert_is_refused(
         else:
             saved(on_policy, run / "checkpoint")
             crafted_torch_file(generation(run / "checkpoint") / "trainer.pt", marker)
+            resealed(run / "checkpoint")
             expected = "weights_only=True"
         with pytest.raises(CheckpointError, match=expected):
             load_expert_policy(run, env.observation_space, env.action_space)
@@ -482,17 +499,22 @@ def test_damaged_or_foreign_checkpoints_give_typed_errors(tmp_path: Path) -> Non
         ({**manifest, "version": 3}, "format version 3"),
         ({**manifest, "data_dir": "gen-missing"}, "missing"),
     ]:
-        (path / "checkpoint.json").write_text(json.dumps(bad))
+        resealed(path, bad)
         with pytest.raises(CheckpointError, match=match):
             offline().load_checkpoint(path)
     (path / "checkpoint.json").write_text(json.dumps(manifest))
     (generation(path) / "counters.json").write_text("{")
-    with pytest.raises(CheckpointError, match="counters.json"):
+    with pytest.raises(CheckpointError, match="counters.json fails its checksum"):
+        offline().load_checkpoint(path)
+    resealed(path)
+    with pytest.raises(CheckpointError, match="counters.json is missing or corrupt"):
         offline().load_checkpoint(path)
     (generation(path) / "counters.json").write_text("{}")
+    resealed(path)
     with pytest.raises(CheckpointError, match="no 'iteration' counter"):
         offline().load_checkpoint(path)
     (generation(path) / "trainer.pt").write_bytes(b"not a zip")
+    resealed(path)
     with pytest.raises(CheckpointError, match="weights_only=True"):
         offline().load_checkpoint(path)
 

@@ -126,7 +126,10 @@ def test_a_save_over_one_of_d0153cb_removes_only_the_files_that_save_wrote(name:
     elif name == "sharded":
         shards = _shard_buffers(root, tmp_path / "read")
         shard_files.save_shard_dirs(root, num_envs=4, writers=[s.save for s in shards])
-        held = [_holds(s, n) for s, n in zip(_shard_buffers(root, tmp_path / "again"), ("shard0", "shard1"), strict=True)]
+        held = [
+            _holds(s, n)
+            for s, n in zip(_shard_buffers(root, tmp_path / "again"), ("shard0", "shard1"), strict=True)
+        ]
         assert held == [True, True]
     else:
         ckpt = checkpoint.load(root, trust_env_state=True)
@@ -199,7 +202,9 @@ def _user_files(kind: str, root: Path) -> dict[str, str]:
     other = root / f"{prefix}fedcba9876543210"  # a marker that names another folder
     other.mkdir()
     (other / "rlcore-data.json").write_text(
-        json.dumps({"format": MARKER_FORMATS[kind], "data_dir": f"{prefix}0000000000000000", "files": [inner]})
+        json.dumps(
+            {"format": MARKER_FORMATS[kind], "data_dir": f"{prefix}0000000000000000", "files": [inner]}
+        )
     )
     (other / inner).write_bytes(b"also mine")
     (root / "notes.txt").write_text("keep me")
@@ -442,7 +447,9 @@ def _shard_data_of(seed: int, tmp: Path) -> tuple[str, ...]:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_reading_while_another_process_saves_always_reads_one_complete_save(kind: str, tmp_path: Path) -> None:
+def test_reading_while_another_process_saves_always_reads_one_complete_save(
+    kind: str, tmp_path: Path
+) -> None:
     root, stop = tmp_path / "d", tmp_path / "stop"
     save(kind, root, 1)
     saver = subprocess.Popen(
@@ -474,7 +481,9 @@ def test_reading_while_another_process_saves_always_reads_one_complete_save(kind
     assert seen <= complete, "a read held neither save"
 
 
-def test_a_loaded_checkpoint_restores_its_own_buffer_after_the_checkpoint_was_replaced(tmp_path: Path) -> None:
+def test_a_loaded_checkpoint_restores_its_own_buffer_after_the_checkpoint_was_replaced(
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "d"
     save("checkpoint", root, 1)
     ckpt = checkpoint.load(root, trust_env_state=True)
@@ -571,3 +580,68 @@ def test_a_lock_file_replaced_while_a_reader_waits_is_locked_again(tmp_path: Pat
         os.close(probe)
         release.set()
         reader.join()
+
+
+# ---------------------------------------------------------------------------------------------
+# edited or damaged saves are refused (as buffer saves are: tests/test_persist.py)
+
+
+def _flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _edit_counters(path: Path) -> None:
+    path.write_text(path.read_text().replace('"seed": 1', '"seed": 7'))  # still valid JSON
+
+
+@pytest.mark.parametrize(
+    ("name", "tamper"),
+    [
+        ("counters.json", _edit_counters),
+        ("counters.json", _flip_middle_byte),
+        ("trainer.pt", _flip_middle_byte),
+        ("env_state.pkl", _flip_middle_byte),
+    ],
+)
+def test_a_checkpoint_with_a_changed_part_is_refused_naming_the_part(
+    name: str, tamper: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "d"
+    save("checkpoint", root, 1)
+    tamper(root / _current("checkpoint", root) / name)
+    with pytest.raises(rlcore.errors.CheckpointError, match=rf"{re.escape(name)} fails its checksum"):
+        checkpoint.load(root, trust_env_state=True)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("trainer", "on-policy"), ("env_state", False), ("buffer", False)]
+)
+def test_an_edited_checkpoint_manifest_is_refused(field: str, value: Any, tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    save("checkpoint", root, 1)
+    manifest = json.loads((root / "checkpoint.json").read_text())
+    (root / "checkpoint.json").write_text(json.dumps({**manifest, field: value}, indent=1))
+    with pytest.raises(rlcore.errors.CheckpointError, match="checkpoint.json fails its checksum"):
+        checkpoint.load(root)
+
+
+def test_an_edited_sharded_manifest_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    save("sharded", root, 1)
+    manifest = json.loads((root / "sharded.json").read_text())
+    (root / "sharded.json").write_text(json.dumps({**manifest, "num_envs": 2}, indent=1))
+    with pytest.raises(rlcore.errors.SaveFileError, match="sharded.json fails its checksum"):
+        with shard_files.open_shard_dirs(root):
+            pass
+
+
+def test_a_changed_shard_file_is_refused_naming_it(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    save("sharded", root, 1)
+    shard = root / _current("sharded", root) / "shard-001"
+    data_dir = json.loads((shard / "manifest.json").read_text())["data_dir"]
+    _flip_middle_byte(shard / data_dir / "000.npy")
+    with pytest.raises(rlcore.errors.SaveFileError, match=r"000\.npy .*fails its checksum"):
+        _read("sharded", root, tmp_path)

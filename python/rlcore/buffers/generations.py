@@ -45,15 +45,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
 import re
 import secrets
 import shutil
 import stat
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from rlcore._core import _crc32c
 
 try:
     import fcntl
@@ -71,6 +76,8 @@ __all__ = [
     "plain_name",
     "reading",
     "relative_paths",
+    "seal",
+    "file_crc32c",
     "writing",
 ]
 
@@ -114,6 +121,43 @@ def relative_paths(value: object) -> tuple[str, ...] | None:
     ):
         return None
     return tuple(value)
+
+
+# -- checksums ---------------------------------------------------------------------------------
+
+
+def seal(body: Mapping[str, Any]) -> str:
+    """The checksum of a manifest's content (every field but ``"checksum"``): ``"crc32c:"`` and
+    8 hex digits of the CRC-32C of its canonical JSON (sorted keys, no spaces, ASCII).
+
+    Raises:
+        TypeError: ``body`` holds something JSON cannot encode.
+    """
+    canon = json.dumps(
+        {k: v for k, v in body.items() if k != "checksum"},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=True,
+    )
+    return f"crc32c:{_crc32c(np.frombuffer(canon.encode('ascii'), np.uint8), 0):08x}"
+
+
+def file_crc32c(path: Path) -> str:
+    """The CRC-32C of the file at ``path`` as 8 hex digits (the file is mapped, not read into
+    memory).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return f"{_crc32c(np.zeros(0, np.uint8), 0):08x}"
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            arr = np.frombuffer(view, np.uint8)
+            try:
+                return f"{_crc32c(arr, 0):08x}"
+            finally:
+                del arr  # the mapping closes only once no array views it
 
 
 # -- locking -----------------------------------------------------------------------------------
@@ -240,7 +284,9 @@ class Draft:
     committed: bool
     """The manifest names this generation."""
 
-    def __init__(self, root: Path, kind: Kind, manifest: str, files: Sequence[str], trees: Sequence[str]) -> None:
+    def __init__(
+        self, root: Path, kind: Kind, manifest: str, files: Sequence[str], trees: Sequence[str]
+    ) -> None:
         bad = [n for n in (*files, *trees) if not kind.entries.fullmatch(n)]
         if bad:
             raise ValueError(f"{bad[0]!r} is not an entry that a {kind.prefix}* folder may hold")

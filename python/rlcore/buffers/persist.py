@@ -66,7 +66,7 @@ import numpy as np
 
 from rlcore._core import _crc32c
 from rlcore.buffers import generations
-from rlcore.buffers.generations import Generation, plain_name
+from rlcore.buffers.generations import Generation, plain_name, seal
 from rlcore.errors import SaveFileError
 
 __all__ = ["FORMAT", "MANIFEST", "VERSION", "Save", "open_save", "seal", "write"]
@@ -98,19 +98,6 @@ def _checksum(data: Any, value: int = 0) -> int:
     if not isinstance(data, np.ndarray):
         data = np.frombuffer(data, np.uint8)
     return _crc32c(data, value)
-
-
-def seal(body: Mapping[str, Any]) -> str:
-    """The checksum of a manifest's content (every field but ``"checksum"``): ``"crc32c:"`` and
-    8 hex digits of the CRC-32C of its canonical JSON (sorted keys, no spaces, ASCII)."""
-    canon = json.dumps(
-        {k: v for k, v in body.items() if k != "checksum"},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=True,
-        allow_nan=False,
-    )
-    return f"crc32c:{_checksum(canon.encode('ascii')):08x}"
 
 
 # -- writing -----------------------------------------------------------------------------------

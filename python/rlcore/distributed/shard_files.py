@@ -3,7 +3,9 @@
 (DESIGN.md, "Durability")::
 
     DIR/sharded.json                 format, version, shard and stream counts, the generation
-                                     folder, its shard folders and every file the save wrote;
+                                     folder, its shard folders, every file the save wrote and
+                                     a CRC-32C of its own content ("checksum", checked on read;
+                                     each shard's files carry their own in its manifest.json);
                                      written last (temp file, fsync, rename)
     DIR/rlcore.lock                  the lock file: saves take turns on it, reads share it
     DIR/shards-<id>/rlcore-data.json the marker: the shard folders the save writes (written first)
@@ -97,6 +99,7 @@ def save_shard_dirs(path: str | Path, *, num_envs: int, writers: Sequence[Callab
             "shards": names,
             "files": list(draft.sync()),
         }
+        manifest["checksum"] = generations.seal(manifest)  # each shard's files carry their own
         draft.commit(json.dumps(manifest, indent=1))
 
 
@@ -144,6 +147,13 @@ def _read_shard_manifest(root: Path) -> dict[str, Any]:
         or manifest.get("version") != _SHARDED_VERSION
     ):
         raise SaveFileError(f"{mpath} is not a sharded rlcore buffer manifest of version {_SHARDED_VERSION}")
+    if "checksum" in manifest:  # saves of d0153cb and before have none
+        try:
+            ok = manifest["checksum"] == generations.seal(manifest)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise SaveFileError(f"{mpath} fails its checksum: it was edited or damaged after the save")
     names = manifest.get("shards")
     if not isinstance(names, list) or len(names) != manifest.get("num_shards"):
         raise SaveFileError(f"{mpath} lists {names!r} for num_shards={manifest.get('num_shards')!r}")

@@ -3,8 +3,10 @@
 Layout (format version 2)::
 
     DIR/checkpoint.json          what the directory is: format, version, trainer kind, the generation
-                                 folder, which parts it holds, every file the save wrote; written
-                                 last (temp file, fsync, rename)
+                                 folder, which parts it holds, every file the save wrote, the
+                                 CRC-32C of each part outside ``buffer/`` ("crc32c") and of the
+                                 manifest's own content ("checksum"); written last (temp file,
+                                 fsync, rename)
     DIR/rlcore.lock              the lock file: saves take turns on it, loads share it
     DIR/gen-<id>/rlcore-data.json  the marker: what the save writes here (written first)
     DIR/gen-<id>/trainer.pt      algorithm (networks, optimizers, normalisers, schedules, RNGs),
@@ -31,6 +33,11 @@ a killed or failed save never costs the previous checkpoint, and a later save re
 save's folder once its marker proves it rlcore's. A load holds the lock shared, so it never reads a
 half-replaced checkpoint, and the :class:`Checkpoint` it returns keeps its generation folder from
 being removed until :meth:`Checkpoint.restore_buffer` can no longer need it (the object is gone).
+
+A load checks the manifest's checksum, then every part's CRC-32C, before it reads any part (the
+buffer's files are checked by the buffer's own load), so an edited or damaged checkpoint is refused
+with a :class:`~rlcore.errors.CheckpointError` naming the file, never loaded as something else.
+Checkpoints written before checksums (rlcore up to d0153cb) are still read, unchecked.
 
 Checkpoints written before format 2 (``trainer.pt`` and ``buffer.pkl`` as unrestricted pickles)
 are refused with a :class:`~rlcore.errors.CheckpointError`. One command converts a trusted one,
@@ -91,6 +98,7 @@ _KIND = generations.Kind(
     marker="rlcore-checkpoint-data",
     entries=re.compile(r"trainer\.pt|counters\.json|env_state\.pkl|buffer"),
 )
+_CRC = re.compile(r"[0-9a-f]{8}")
 _NDARRAY = "__rlcore_ndarray__"
 _RESUME_SALT = 0x52455355  # "RESU": keeps resume seeds apart from every other seed stream
 CONVERT_HINT = "rlcore convert-checkpoint OLD_DIR NEW_DIR"
@@ -364,7 +372,38 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
         raise CheckpointError(
             f"{mpath} names a data folder that is not a plain name: {manifest.get('data_dir')!r}"
         )
+    if "checksum" in manifest or "crc32c" in manifest:  # checkpoints of d0153cb and before have neither
+        try:
+            ok = manifest.get("checksum") == generations.seal(manifest)
+        except (TypeError, ValueError):
+            ok = False
+        sums = manifest.get("crc32c")
+        if not ok or not (
+            isinstance(sums, dict)
+            and all(k in (TRAINER_FILE, COUNTERS_FILE, ENV_STATE_FILE) for k in sums)
+            and all(isinstance(v, str) and _CRC.fullmatch(v) for v in sums.values())
+        ):
+            raise CheckpointError(f"{mpath} fails its checksum: it was edited or damaged after the save")
     return manifest
+
+
+def _check_files(root: Path, manifest: Mapping[str, Any]) -> None:
+    """Check every file ``manifest`` has a CRC-32C for (``trainer.pt``, ``counters.json``,
+    ``env_state.pkl``; the buffer's files are checked by its own load) before any is read.
+
+    Raises:
+        CheckpointError: a file is missing or its checksum differs.
+    """
+    gen = root / manifest["data_dir"]
+    for name, crc in manifest.get("crc32c", {}).items():
+        try:
+            got = generations.file_crc32c(gen / name)
+        except OSError as e:
+            raise CheckpointError(f"{gen / name} is missing or unreadable: {e}") from e
+        if got != crc:
+            raise CheckpointError(
+                f"{gen / name} fails its checksum: it was changed or damaged after the save"
+            )
 
 
 def _previous(root: Path) -> generations.Generation | None:
@@ -428,7 +467,9 @@ def save(
     files = [TRAINER_FILE, COUNTERS_FILE] + ([ENV_STATE_FILE] if env_blob is not None else [])
     trees = [BUFFER_DIR] if buffer is not None else []
     root = Path(path)
-    with generations.writing(root, _KIND, manifest=MANIFEST, previous=_previous, files=files, trees=trees) as draft:
+    with generations.writing(
+        root, _KIND, manifest=MANIFEST, previous=_previous, files=files, trees=trees
+    ) as draft:
         gen = draft.path
         torch.save(plain, gen / TRAINER_FILE)
         (gen / COUNTERS_FILE).write_text(json.dumps(dict(counters), indent=1), encoding="utf-8")
@@ -446,8 +487,12 @@ def save(
             "torch": torch.__version__,
             "info": dict(info or {}),
             "files": list(draft.sync()),
+            # the buffer's files carry their own checksums in buffer/manifest.json
+            "crc32c": {f: generations.file_crc32c(gen / f) for f in files},
         }
-        draft.commit(json.dumps(manifest, indent=1, default=str))
+        manifest = json.loads(json.dumps(manifest, default=str))  # what the file will hold
+        manifest["checksum"] = generations.seal(manifest)
+        draft.commit(json.dumps(manifest, indent=1))
     return root
 
 
@@ -494,6 +539,7 @@ def _read_checkpoint(root: Path, trainer: str | None, trust_env_state: bool) -> 
     gen = root / manifest["data_dir"]
     if not gen.is_dir():
         raise CheckpointError(f"{root / MANIFEST} names {manifest['data_dir']}, which is missing")
+    _check_files(root, manifest)
     try:
         raw = torch.load(gen / TRAINER_FILE, weights_only=True, map_location="cpu")
     except FileNotFoundError as e:
