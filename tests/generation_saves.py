@@ -5,10 +5,13 @@ sharded saves starts in a second, not in the seconds torch takes."""
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import rlcore
+from rlcore.buffers import generations
 from rlcore.distributed import shard_files
 
 ROWS = 20_000
@@ -71,3 +74,16 @@ def save(kind: str, root: str | Path, seed: int) -> None:
         )
     else:
         ShardedSave([buffer(seed), buffer(seed + 100)], num_envs=1).save(Path(root))
+
+
+def resealed(path: Path, manifest: dict[str, Any] | None = None) -> Path:
+    """Write ``manifest`` (default: the current one) into ``path/checkpoint.json`` with the
+    checksums recomputed for the parts now on disk: what someone crafting a checkpoint would do,
+    so that a test reaches the checks behind the checksums (which only catch accidents)."""
+    manifest = dict(manifest or json.loads((path / "checkpoint.json").read_text()))
+    gen = path / manifest["data_dir"]
+    if gen.is_dir():  # else the manifest names a folder that is not there: only the seal
+        manifest["crc32c"] = {f: generations.file_crc32c(gen / f) for f in manifest.get("crc32c", {})}
+    manifest["checksum"] = generations.seal(manifest)
+    (path / "checkpoint.json").write_text(json.dumps(manifest))
+    return path

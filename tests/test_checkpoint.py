@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 import rlcore
 import torch
+from generation_saves import resealed
 from rlcore.algos import (
     A2C,
     DDPG,
@@ -46,7 +47,6 @@ from rlcore.algos import (
 )
 from rlcore.algos.bc import BC, BCConfig
 from rlcore.algos.gail import GAIL, GAILConfig
-from rlcore.buffers import generations
 from rlcore.cli import main as cli_main
 from rlcore.errors import CheckpointError, SaveFileError
 from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig, load_expert_policy
@@ -177,19 +177,6 @@ def saved(make: Callable[[], Any], path: Path) -> Path:
 
 def generation(path: Path) -> Path:
     return path / json.loads((path / "checkpoint.json").read_text())["data_dir"]
-
-
-def resealed(path: Path, manifest: dict[str, Any] | None = None) -> Path:
-    """Write ``manifest`` (default: the current one) into ``path/checkpoint.json`` with the
-    checksums recomputed for the parts now on disk: what someone crafting a checkpoint would do,
-    so that a test reaches the checks behind the checksums (which only catch accidents)."""
-    manifest = dict(manifest or json.loads((path / "checkpoint.json").read_text()))
-    gen = path / manifest["data_dir"]
-    if gen.is_dir():  # else the manifest names a folder that is not there: only the seal
-        manifest["crc32c"] = {f: generations.file_crc32c(gen / f) for f in manifest.get("crc32c", {})}
-    manifest["checksum"] = generations.seal(manifest)
-    (path / "checkpoint.json").write_text(json.dumps(manifest))
-    return path
 
 
 # -------------------------------------------------------------------------------- crafted files

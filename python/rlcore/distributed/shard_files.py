@@ -147,6 +147,12 @@ def _read_shard_manifest(root: Path) -> dict[str, Any]:
         or manifest.get("version") != _SHARDED_VERSION
     ):
         raise SaveFileError(f"{mpath} is not a sharded rlcore buffer manifest of version {_SHARDED_VERSION}")
+    names = manifest.get("shards")
+    if not isinstance(names, list) or len(names) != manifest.get("num_shards"):
+        raise SaveFileError(f"{mpath} lists {names!r} for num_shards={manifest.get('num_shards')!r}")
+    for name in [manifest.get("data_dir"), *names]:
+        if not generations.plain_name(name):
+            raise SaveFileError(f"{mpath} names a folder that is not a plain name: {name!r}")
     if "checksum" in manifest:  # saves of d0153cb and before have none
         try:
             ok = manifest["checksum"] == generations.seal(manifest)
@@ -154,10 +160,4 @@ def _read_shard_manifest(root: Path) -> dict[str, Any]:
             ok = False
         if not ok:
             raise SaveFileError(f"{mpath} fails its checksum: it was edited or damaged after the save")
-    names = manifest.get("shards")
-    if not isinstance(names, list) or len(names) != manifest.get("num_shards"):
-        raise SaveFileError(f"{mpath} lists {names!r} for num_shards={manifest.get('num_shards')!r}")
-    for name in [manifest.get("data_dir"), *names]:
-        if not generations.plain_name(name):
-            raise SaveFileError(f"{mpath} names a folder that is not a plain name: {name!r}")
     return manifest
