@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 import rlcore
 import torch
+from generation_saves import resealed
 from rlcore.algos import (
     A2C,
     DDPG,
@@ -200,6 +201,7 @@ def test_crafted_trainer_pt_is_refused_and_runs_nothing(kind: str, tmp_path: Pat
     path = saved(TRAINERS[kind], tmp_path / "ckpt")
     marker = tmp_path / "marker"
     crafted_torch_file(generation(path) / "trainer.pt", marker)
+    resealed(path)
     with pytest.raises(CheckpointError, match=r"weights_only=True.*rlcore convert-checkpoint"):
         TRAINERS[kind]().load_checkpoint(path)
     assert not marker.exists()
@@ -245,6 +247,7 @@ def test_env_snapshot_runs_only_when_trusted(kind: str, tmp_path: Path) -> None:
     gen, marker = generation(path), tmp_path / "marker"
     assert (gen / "env_state.pkl").is_file()  # classic-control envs pickle
     crafted_pickle(gen / "env_state.pkl", marker)
+    resealed(path)
     with pytest.warns(RuntimeWarning, match="trust_env_state=True"):
         TRAINERS[kind]().load_checkpoint(path)
     assert not marker.exists()
@@ -272,6 +275,7 @@ def test_crafted_expert_checkpoint_of_collect_expert_is_refused(
         else:
             saved(on_policy, run / "checkpoint")
             crafted_torch_file(generation(run / "checkpoint") / "trainer.pt", marker)
+            resealed(run / "checkpoint")
             expected = "weights_only=True"
         with pytest.raises(CheckpointError, match=expected):
             load_expert_policy(run, env.observation_space, env.action_space)
@@ -452,7 +456,7 @@ def test_save_is_durable_and_replaces_only_its_own_generation(tmp_path: Path) ->
     trainer.save_checkpoint(path)
     second = generation(path)
     assert second != first and not first.exists() and (path / "notes.txt").read_text() == "mine"
-    assert sorted(p.name for p in path.iterdir()) == sorted(["checkpoint.json", second.name, "notes.txt"])
+    assert sorted(p.name for p in path.iterdir()) == sorted(["checkpoint.json", second.name, "notes.txt", "rlcore.lock"])
 
     class Failing:
         def save(self, path: Path) -> None:
@@ -462,7 +466,7 @@ def test_save_is_durable_and_replaces_only_its_own_generation(tmp_path: Path) ->
     with pytest.raises(OSError, match="disk full"):
         checkpoint.save(path, trainer="off-policy", state={}, counters={}, buffer=Failing())
     assert generation(path) == second and sorted(p.name for p in path.iterdir()) == sorted(
-        ["checkpoint.json", second.name, "notes.txt"]
+        ["checkpoint.json", second.name, "notes.txt", "rlcore.lock"]
     )
     fresh = off_policy()
     with pytest.warns(RuntimeWarning, match="fresh episode"):
@@ -482,17 +486,22 @@ def test_damaged_or_foreign_checkpoints_give_typed_errors(tmp_path: Path) -> Non
         ({**manifest, "version": 3}, "format version 3"),
         ({**manifest, "data_dir": "gen-missing"}, "missing"),
     ]:
-        (path / "checkpoint.json").write_text(json.dumps(bad))
+        resealed(path, bad)
         with pytest.raises(CheckpointError, match=match):
             offline().load_checkpoint(path)
     (path / "checkpoint.json").write_text(json.dumps(manifest))
     (generation(path) / "counters.json").write_text("{")
-    with pytest.raises(CheckpointError, match="counters.json"):
+    with pytest.raises(CheckpointError, match="counters.json fails its checksum"):
+        offline().load_checkpoint(path)
+    resealed(path)
+    with pytest.raises(CheckpointError, match="counters.json is missing or corrupt"):
         offline().load_checkpoint(path)
     (generation(path) / "counters.json").write_text("{}")
+    resealed(path)
     with pytest.raises(CheckpointError, match="no 'iteration' counter"):
         offline().load_checkpoint(path)
     (generation(path) / "trainer.pt").write_bytes(b"not a zip")
+    resealed(path)
     with pytest.raises(CheckpointError, match="weights_only=True"):
         offline().load_checkpoint(path)
 

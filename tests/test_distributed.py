@@ -506,6 +506,9 @@ def test_distributed_checkpoint_is_plain_files_and_restores_every_shard(ray_sess
         {"format": "rlcore-checkpoint", "version": 2, "trainer": "distributed", "algorithm": Plant()},
         gen / "trainer.pt",
     )
+    from generation_saves import resealed
+
+    resealed(path)  # past the checksums, which only catch accidents: weights_only refuses it
     other = _dist_trainer(_per_buffer(), max_env_steps=1_000)
     with pytest.raises(CheckpointError, match="weights_only=True"):
         other.load_checkpoint(path)

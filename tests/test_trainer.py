@@ -181,7 +181,13 @@ def test_checkpoint_resume_gives_the_same_next_stats(tmp_path) -> None:
     stopped.save_checkpoint(tmp_path / "ckpt")
     manifest = json.loads((tmp_path / "ckpt" / "checkpoint.json").read_text())
     gen = tmp_path / "ckpt" / manifest["data_dir"]
-    assert sorted(p.name for p in gen.iterdir()) == ["buffer", "counters.json", "env_state.pkl", "trainer.pt"]
+    assert sorted(p.name for p in gen.iterdir()) == [
+        "buffer",
+        "counters.json",
+        "env_state.pkl",
+        "rlcore-data.json",
+        "trainer.pt",
+    ]
     assert not list((tmp_path / "ckpt").rglob("buffer.pkl"))
     torch.manual_seed(123)  # disturb the global RNG: resume must restore it
     resumed = sac_trainer(max_env_steps=160, seed=0)

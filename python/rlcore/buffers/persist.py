@@ -12,10 +12,11 @@ A save is a directory ``d`` (DESIGN.md "Durability")::
                              files), so file names never depend on column names: any ``str``
                              is a valid column name for save and load
     d/rlcore.lock            an empty file that saves lock exclusively and loads share
-                             (``fcntl.flock``); created by the first save (or a load that can
-                             write ``d``) and kept
+                             (``fcntl.flock``); created by the first save (or by a load of a
+                             directory that holds a manifest and can be written) and kept
 
-Guarantees:
+The directory is one of :mod:`rlcore.buffers.generations`, which owns the lock, the data folder
+and its marker, the fsyncs, the atomic manifest and what a save removes. Guarantees:
 
 - A save writes a fresh data folder, fsyncs every file and the folder, writes the manifest to a
   temporary file, fsyncs it, renames it over ``manifest.json`` and fsyncs the directory. Only
@@ -56,35 +57,33 @@ import math
 import mmap
 import os
 import re
-import secrets
-import stat
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from rlcore._core import _crc32c
+from rlcore.buffers import generations
+from rlcore.buffers.generations import Generation, plain_name, seal
 from rlcore.errors import SaveFileError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no flock
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["FORMAT", "MANIFEST", "VERSION", "Save", "open_save", "seal", "write"]
 
 FORMAT = "rlcore-buffer"
 VERSION = 2
 MANIFEST = "manifest.json"
-LOCK = "rlcore.lock"
-MARKER = "rlcore-data.json"
-_MARKER_FORMAT = "rlcore-buffer-data"
 _DATA_DIR = re.compile(r"data-[0-9a-f]{16}")
 _DATA_DIR_V1 = re.compile(r"data-[0-9a-f]{12}")
 _DATA_FILE = re.compile(r"[0-9]{3,}\.npy")
 _CRC = re.compile(r"[0-9a-f]{8}")
+_KIND = generations.Kind(
+    prefix="data-",
+    folders=re.compile(r"data-(?:[0-9a-f]{12}|[0-9a-f]{16})"),  # 12: format version 1
+    marker="rlcore-buffer-data",
+    entries=_DATA_FILE,
+)
 
 #: (part name, numpy dtype name, shape) of every state part, in order.
 Layout = Sequence[tuple[str, str, tuple[int, ...]]]
@@ -101,71 +100,7 @@ def _checksum(data: Any, value: int = 0) -> int:
     return _crc32c(data, value)
 
 
-def seal(body: Mapping[str, Any]) -> str:
-    """The checksum of a manifest's content (every field but ``"checksum"``): ``"crc32c:"`` and
-    8 hex digits of the CRC-32C of its canonical JSON (sorted keys, no spaces, ASCII)."""
-    canon = json.dumps(
-        {k: v for k, v in body.items() if k != "checksum"},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=True,
-        allow_nan=False,
-    )
-    return f"crc32c:{_checksum(canon.encode('ascii')):08x}"
-
-
-# -- locking -----------------------------------------------------------------------------------
-
-
-def _open_lock(root: Path, exclusive: bool) -> int | None:
-    """A descriptor of ``root/rlcore.lock`` holding the lock (None: no lock possible, for a
-    reader of a directory it cannot write and that has no lock file)."""
-    path = root / LOCK
-    while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError:
-            if exclusive:
-                raise
-            try:  # a read-only directory: share an existing lock file, or go without
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            # the lock file may have been replaced while we waited: then lock the new one
-            mine, now = os.fstat(fd), os.stat(path)
-            if (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino):
-                return fd
-        except FileNotFoundError:
-            pass
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _locked(root: Path, exclusive: bool) -> Iterator[None]:
-    """Hold ``root``'s save lock (exclusive for a save, shared for a load). Each call opens its
-    own descriptor, so the lock works between threads as between processes."""
-    fd = None if fcntl is None else _open_lock(root, exclusive)
-    try:
-        yield
-    finally:
-        if fd is not None:
-            os.close(fd)  # releases the flock
-
-
 # -- writing -----------------------------------------------------------------------------------
-
-
-def _fsync_path(path: Path, flags: int = os.O_RDONLY) -> None:
-    fd = os.open(path, flags | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _npy_header(arr: np.ndarray) -> bytes:
@@ -204,92 +139,38 @@ def write(
         OSError: the directory cannot be written (e.g. a full disk); nothing this save created
             is left behind and the previous save stays as it was.
     """
-    root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
-    with _locked(root, exclusive=True):
-        previous = _generation_of(root)
-        _remove_abandoned(root, keep=previous)
-        name = f"data-{secrets.token_hex(8)}"
-        data = root / name
-        files = [f"{k:03d}.npy" for k in range(len(parts))]
-        made: list[Path] = []  # what this save created, in order; removed again if it fails
-        committed = False
-        try:
-            data.mkdir()
-            made.append(data)
-            made.append(data / MARKER)
-            (data / MARKER).write_text(
-                json.dumps({"format": _MARKER_FORMAT, "data_dir": name, "files": files}) + "\n"
-            )
-            # the checksums are computed on another thread while the files are written and
-            # flushed (the fsyncs wait for the disk), so they add little to the save's time
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                crcs = []
-                for fname, (_, arr) in zip(files, parts, strict=True):
-                    arr = np.ascontiguousarray(arr)
-                    header = _npy_header(arr)
-                    made.append(data / fname)
-                    _write_npy(data / fname, header, arr)
-                    crcs.append(pool.submit(_file_checksum, header, arr))
-                # flushed after all files are written (the kernel writes them back together)
-                for p in made[1:]:
-                    _fsync_path(p)
-                _fsync_path(data)
-                entries = {
-                    part: {"file": fname, "crc32c": f"{crc.result():08x}"}
-                    for fname, (part, _), crc in zip(files, parts, crcs, strict=True)
-                }
-            body = {
-                "format": FORMAT,
-                "version": VERSION,
-                "class": class_name,
-                "config": dict(config),
-                "schema": dict(schema),
-                "len": int(length),
-                "data_dir": name,
-                "files": entries,
+    files = [f"{k:03d}.npy" for k in range(len(parts))]
+    with generations.writing(path, _KIND, manifest=MANIFEST, previous=_generation_of, files=files) as draft:
+        # the checksums are computed on another thread while the files are written and
+        # flushed (the fsyncs wait for the disk), so they add little to the save's time
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            crcs = []
+            for fname, (_, arr) in zip(files, parts, strict=True):
+                arr = np.ascontiguousarray(arr)
+                header = _npy_header(arr)
+                _write_npy(draft.path / fname, header, arr)
+                crcs.append(pool.submit(_file_checksum, header, arr))
+            # flushed after all files are written (the kernel writes them back together)
+            draft.sync()
+            entries = {
+                part: {"file": fname, "crc32c": f"{crc.result():08x}"}
+                for fname, (part, _), crc in zip(files, parts, crcs, strict=True)
             }
-            body["checksum"] = seal(body)
-            tmp = root / f"{MANIFEST}.tmp-{secrets.token_hex(8)}"
-            made.append(tmp)
-            with open(tmp, "x", encoding="ascii") as f:
-                json.dump(body, f, indent=1, ensure_ascii=True, allow_nan=False)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, root / MANIFEST)
-            committed = True
-            _fsync_path(root)
-        except BaseException:
-            if not committed:
-                _remove_made(made)
-            raise
-        # the new manifest is durable: the generation it replaced can go
-        if previous is not None and previous.data_dir != name:
-            _remove_generation(root, previous)
+        body = {
+            "format": FORMAT,
+            "version": VERSION,
+            "class": class_name,
+            "config": dict(config),
+            "schema": dict(schema),
+            "len": int(length),
+            "data_dir": draft.name,
+            "files": entries,
+        }
+        body["checksum"] = seal(body)
+        draft.commit(json.dumps(body, indent=1, ensure_ascii=True, allow_nan=False) + "\n")
 
 
-def _remove_made(made: list[Path]) -> None:
-    """Undo a failed save: remove exactly the files and the folder it created."""
-    for p in reversed(made):
-        with contextlib.suppress(OSError):
-            if p.is_dir() and not p.is_symlink():
-                p.rmdir()
-            else:
-                p.unlink()
-
-
-class _Generation(NamedTuple):
-    data_dir: str
-    files: tuple[str, ...]
-
-
-def _plain(name: object) -> bool:
-    """A file or folder name that stays inside its directory."""
-    return isinstance(name, str) and name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
-
-
-def _generation_of(root: Path) -> _Generation | None:
+def _generation_of(root: Path) -> Generation | None:
     """The data folder and files of the save that ``root/manifest.json`` describes, if it is an
     intact rlcore manifest (anything else names nothing this save may remove)."""
     try:
@@ -309,54 +190,9 @@ def _generation_of(root: Path) -> _Generation | None:
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if not all(_plain(n) for n in names):
+    if not all(plain_name(n) for n in names):
         return None
-    return _Generation(data_dir, tuple(names))
-
-
-def _remove_generation(root: Path, gen: _Generation) -> None:
-    """Remove the files of ``gen`` (and its marker) from its folder, then the folder if that
-    emptied it. Anything else in the folder stays, and so does the folder then."""
-    folder = root / gen.data_dir
-    try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            return
-    except OSError:
-        return
-    for name in (*gen.files, MARKER):
-        with contextlib.suppress(OSError):
-            if stat.S_ISREG(os.lstat(folder / name).st_mode):
-                os.unlink(folder / name)
-    with contextlib.suppress(OSError):
-        folder.rmdir()
-
-
-def _remove_abandoned(root: Path, keep: _Generation | None) -> None:
-    """Remove data folders of killed saves (called with the exclusive lock held, so no save is
-    writing one): a folder is removed only if its name is ours, its marker names it, and the
-    current manifest does not."""
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return
-    for entry in entries:
-        if not _DATA_DIR.fullmatch(entry.name) or (keep is not None and entry.name == keep.data_dir):
-            continue
-        try:
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            marker = json.loads((root / entry.name / MARKER).read_text(encoding="utf-8"))
-            ours = (
-                isinstance(marker, dict)
-                and marker.get("format") == _MARKER_FORMAT
-                and marker.get("data_dir") == entry.name
-                and isinstance(marker.get("files"), list)
-                and all(isinstance(f, str) and _DATA_FILE.fullmatch(f) for f in marker["files"])
-            )
-        except (OSError, ValueError):
-            continue
-        if ours:
-            _remove_generation(root, _Generation(entry.name, tuple(marker["files"])))
+    return Generation(data_dir, tuple(names))
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -488,7 +324,7 @@ def open_save(path: str | os.PathLike[str]) -> Iterator[Save]:
             file outside the directory.
     """
     root = Path(path)
-    with _locked(root, exclusive=False):
+    with generations.reading(root, MANIFEST):
         yield Save(root, *_read_manifest(root))
 
 
@@ -543,7 +379,7 @@ def _read_manifest(root: Path) -> tuple[dict[str, Any], dict[str, tuple[str, int
             parsed[part] = (entry, None)
     for name in (m["data_dir"], *(f for f, _ in parsed.values())):
         # plain names only: a manifest must not point outside its own directory
-        if not _plain(name):
+        if not plain_name(name):
             raise SaveFileError(f"{mpath} names a file or directory that is not a plain name: {name!r}")
     if version == VERSION and not (
         _DATA_DIR.fullmatch(m["data_dir"]) and all(_DATA_FILE.fullmatch(f) for f, _ in parsed.values())

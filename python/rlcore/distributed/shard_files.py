@@ -1,22 +1,34 @@
 """A sharded buffer's save on disk: each shard's buffer save under one generation folder and the
-``sharded.json`` manifest that names it, written last."""
+``sharded.json`` manifest that names it; a directory of :mod:`rlcore.buffers.generations`::
 
+    DIR/sharded.json                 format, version, shard and stream counts, the generation
+                                     folder, its shard folders, every file the save wrote and
+                                     a CRC-32C of its own content ("checksum", checked on read;
+                                     each shard's files carry their own in its manifest.json);
+                                     written last (temp file, fsync, rename)
+    DIR/rlcore.lock                  the lock file: saves take turns on it, reads share it
+    DIR/shards-<id>/rlcore-data.json the marker: the shard folders the save writes (written first)
+    DIR/shards-<id>/shard-SSS/       shard S's buffer save (``ReplayBuffer.save`` format)"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlcore.buffers import generations
 from rlcore.errors import SaveFileError
 
-
-def _plain_part(name: str) -> bool:
-    return name not in ("", ".", "..") and "\\" not in name
+_KIND = generations.Kind(
+    prefix="shards-",
+    folders=re.compile(r"shards-(?:[0-9a-f]{12}|[0-9a-f]{16})"),  # 12: saves before generations.py
+    marker="rlcore-sharded-data",
+    entries=re.compile(r"shard-[0-9]{3,}"),
+)
 
 
 def _read_tree(root: Path) -> dict[str, bytes]:
@@ -39,77 +51,84 @@ def _read_tree(root: Path) -> dict[str, bytes]:
     return files
 
 
-def _write_tree(root: Path, files: Mapping[str, bytes], *, fsync: bool = False) -> None:
+def _write_tree(root: Path, files: Mapping[str, bytes]) -> None:
     """Write ``{relative posix path: bytes}`` under ``root`` (created; must not exist).
 
     Raises:
         SaveFileError: a path is absolute or leaves ``root`` (``..``, empty parts, backslashes).
     """
-    for rel in files:
-        parts = rel.split("/")
-        if not all(_plain_part(part) for part in parts):
-            raise SaveFileError(f"a buffer save names the file {rel!r}, which is not a plain relative path")
+    bad = [rel for rel in files if generations.relative_paths([rel]) is None]
+    if bad:
+        raise SaveFileError(f"a buffer save names the file {bad[0]!r}, which is not a plain relative path")
     root.mkdir(parents=True)
     for rel, data in files.items():
         p = root.joinpath(*rel.split("/"))
         p.parent.mkdir(parents=True, exist_ok=True)
-        with open(p, "wb") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
+        p.write_bytes(data)
 
 
 _SHARDED_FORMAT = "rlcore-sharded-buffer"
-
-
 _SHARDED_VERSION = 1
-
-
 _SHARDED_MANIFEST = "sharded.json"
 
 
 def save_shard_dirs(path: str | Path, *, num_envs: int, writers: Sequence[Callable[[Path], None]]) -> None:
     """Write a sharded buffer's save: ``writers[s](dir)`` writes shard s as a buffer save into a
     fresh ``shards-<id>/shard-SSS`` folder of ``path``; then ``sharded.json`` (format, shard and
-    stream counts, the folder) replaces the previous one atomically, and only the folder the
-    previous manifest named is removed.
+    stream counts, the folder, the files written) replaces the previous one atomically, and only
+    the files the previous manifest lists are removed. Concurrent saves into ``path`` take turns,
+    the last one wins; a failed or killed save leaves the previous one intact (:mod:`rlcore.buffers.generations`).
 
     Raises:
         OSError: ``path`` cannot be written (a previous save there stays intact).
     """
-    root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
-    previous = None
-    try:
-        previous = _read_shard_manifest(root)
-    except SaveFileError:
-        previous = None
-    data = root / f"shards-{uuid.uuid4().hex[:12]}"
     names = [f"shard-{s:03d}" for s in range(len(writers))]
-    try:
-        data.mkdir()
+    with generations.writing(
+        path, _KIND, manifest=_SHARDED_MANIFEST, previous=_previous, trees=names
+    ) as draft:
         for name, write in zip(names, writers, strict=True):
-            write(data / name)
+            write(draft.path / name)
         manifest = {
             "format": _SHARDED_FORMAT,
             "version": _SHARDED_VERSION,
             "num_shards": len(writers),
             "num_envs": int(num_envs),
-            "data_dir": data.name,
+            "data_dir": draft.name,
             "shards": names,
+            "files": list(draft.sync()),
         }
-        tmp = root / f"{_SHARDED_MANIFEST}.tmp-{uuid.uuid4().hex[:8]}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, root / _SHARDED_MANIFEST)
-    except BaseException:
-        shutil.rmtree(data, ignore_errors=True)
-        raise
-    if previous is not None and previous["data_dir"] != data.name:
-        shutil.rmtree(root / previous["data_dir"], ignore_errors=True)
+        manifest["checksum"] = generations.seal(manifest)  # each shard's files carry their own
+        draft.commit(json.dumps(manifest, indent=1))
+
+
+@contextlib.contextmanager
+def open_shard_dirs(path: str | Path) -> Iterator[tuple[dict[str, Any], list[Path]]]:
+    """Open the sharded save ``path`` for reading: holds its lock shared (no save removes what is
+    being read) and yields its checked manifest and every shard's folder.
+
+    Raises:
+        SaveFileError: no manifest, or one that is not a sharded manifest of this version, has the
+            wrong number of shards or names a folder that is not a plain name.
+    """
+    root = Path(path)
+    with generations.reading(root, _SHARDED_MANIFEST):
+        manifest = _read_shard_manifest(root)
+        yield manifest, [root / manifest["data_dir"] / name for name in manifest["shards"]]
+
+
+def _previous(root: Path) -> generations.Generation | None:
+    """What removing the save that ``root/sharded.json`` names removes: the files its manifest
+    lists, or for a save written before manifests listed them, its shard folders. None for a
+    damaged manifest."""
+    try:
+        manifest = _read_shard_manifest(root)
+    except SaveFileError:
+        return None
+    if "files" in manifest:
+        files = generations.relative_paths(manifest["files"])
+        return None if files is None else generations.Generation(manifest["data_dir"], files)
+    shards = tuple(n for n in manifest["shards"] if _KIND.entries.fullmatch(n))
+    return generations.Generation(manifest["data_dir"], trees=shards)
 
 
 def _read_shard_manifest(root: Path) -> dict[str, Any]:
@@ -130,6 +149,13 @@ def _read_shard_manifest(root: Path) -> dict[str, Any]:
     if not isinstance(names, list) or len(names) != manifest.get("num_shards"):
         raise SaveFileError(f"{mpath} lists {names!r} for num_shards={manifest.get('num_shards')!r}")
     for name in [manifest.get("data_dir"), *names]:
-        if not isinstance(name, str) or "/" in name or not _plain_part(name):
+        if not generations.plain_name(name):
             raise SaveFileError(f"{mpath} names a folder that is not a plain name: {name!r}")
+    if "checksum" in manifest:  # saves of d0153cb and before have none
+        try:
+            ok = manifest["checksum"] == generations.seal(manifest)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise SaveFileError(f"{mpath} fails its checksum: it was edited or damaged after the save")
     return manifest

@@ -16,7 +16,7 @@ from rlcore.batch import TransitionBatch
 from rlcore.distributed.prefetch import PrefetchingSampler
 from rlcore.distributed.ray_setup import _ray, _remote
 from rlcore.distributed.shard import BufferFactory, BufferShard
-from rlcore.distributed.shard_files import _read_shard_manifest, _read_tree, _write_tree, save_shard_dirs
+from rlcore.distributed.shard_files import _read_tree, _write_tree, open_shard_dirs, save_shard_dirs
 from rlcore.distributed.writer import ShardedAddResult, ShardWriter
 from rlcore.errors import ApiUsageError, EmptyBufferError, InvalidValueError, SaveFileError, ShapeError
 
@@ -433,7 +433,7 @@ class ShardedReplayBuffer:
         """
         self.flush(wait=True)
         trees = _ray().get([s.save_files.remote() for s in self.shards])
-        writers = [functools.partial(_write_tree, files=tree, fsync=True) for tree in trees]
+        writers = [functools.partial(_write_tree, files=tree) for tree in trees]
         save_shard_dirs(path, num_envs=self.num_envs, writers=writers)
 
     def restore(self, path: str | Path) -> None:
@@ -446,13 +446,13 @@ class ShardedReplayBuffer:
                 or a shard's save that is corrupt or does not fit (shards before it are restored).
         """
         root = Path(path)
-        manifest = _read_shard_manifest(root)
-        if manifest["num_shards"] != self.num_shards or manifest["num_envs"] != self.num_envs:
-            raise SaveFileError(
-                f"{root} has num_shards={manifest['num_shards']}, num_envs={manifest['num_envs']}; this "
-                f"buffer has {self.num_shards}, {self.num_envs}"
-            )
-        trees = [_read_tree(root / manifest["data_dir"] / name) for name in manifest["shards"]]
+        with open_shard_dirs(root) as (manifest, folders):  # no save removes them meanwhile
+            if manifest["num_shards"] != self.num_shards or manifest["num_envs"] != self.num_envs:
+                raise SaveFileError(
+                    f"{root} has num_shards={manifest['num_shards']}, num_envs={manifest['num_envs']}; this "
+                    f"buffer has {self.num_shards}, {self.num_envs}"
+                )
+            trees = [_read_tree(folder) for folder in folders]
         self.flush(wait=True)
         _ray().get([s.restore_files.remote(t) for s, t in zip(self.shards, trees, strict=True)])
         self._stats = None

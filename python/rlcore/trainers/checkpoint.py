@@ -3,7 +3,12 @@
 Layout (format version 2)::
 
     DIR/checkpoint.json          what the directory is: format, version, trainer kind, the generation
-                                 folder, which parts it holds; written last (temp file, fsync, rename)
+                                 folder, which parts it holds, every file the save wrote, the
+                                 CRC-32C of each part outside ``buffer/`` ("crc32c") and of the
+                                 manifest's own content ("checksum"); written last (temp file,
+                                 fsync, rename)
+    DIR/rlcore.lock              the lock file: saves take turns on it, loads share it
+    DIR/gen-<id>/rlcore-data.json  the marker: what the save writes here (written first)
     DIR/gen-<id>/trainer.pt      algorithm (networks, optimizers, normalisers, schedules, RNGs),
                                  collector or sampler state and the process RNG states, as tensors
                                  and plain values: read with ``torch.load(weights_only=True)``
@@ -19,9 +24,20 @@ numpy scalars come back as numpy scalars; anything that is not a tensor, array o
 (``None``, bool, int, float, str, bytes, dict, list, tuple, set, torch dtype/device/size) is
 refused when saving, so every checkpoint written here loads.
 
-A save writes a fresh generation folder, then replaces ``checkpoint.json``, then removes only the
-folder the replaced manifest named: a crash mid-save leaves the previous checkpoint loadable
-(DESIGN.md, "Durability").
+The directory is one of :mod:`rlcore.buffers.generations` (DESIGN.md, "Durability"): a save writes
+a fresh generation folder and fsyncs it, then replaces ``checkpoint.json``, then removes exactly the
+files the replaced manifest lists (a checkpoint written before manifests listed their files: its
+parts and its ``buffer/``) and the folders this empties; nothing else in the directory, whatever
+its name. Concurrent saves (threads or processes) take turns on ``rlcore.lock``, the last one wins;
+a killed or failed save never costs the previous checkpoint, and a later save removes a killed
+save's folder once its marker proves it rlcore's. A load holds the lock shared, so it never reads a
+half-replaced checkpoint, and the :class:`Checkpoint` it returns keeps its generation folder from
+being removed until :meth:`Checkpoint.restore_buffer` can no longer need it (the object is gone).
+
+A load checks the manifest's checksum, then every part's CRC-32C, before it reads any part (the
+buffer's files are checked by the buffer's own load), so an edited or damaged checkpoint is refused
+with a :class:`~rlcore.errors.CheckpointError` naming the file, never loaded as something else.
+Checkpoints written before checksums (rlcore up to d0153cb) are still read, unchecked.
 
 Checkpoints written before format 2 (``trainer.pt`` and ``buffer.pkl`` as unrestricted pickles)
 are refused with a :class:`~rlcore.errors.CheckpointError`. One command converts a trusted one,
@@ -36,78 +52,55 @@ import json
 import os
 import pickle
 import random
-import shutil
-import uuid
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from rlcore.buffers import generations
 from rlcore.errors import CheckpointError
 
-__all__ = ["Checkpoint", "capture_rng", "from_plain", "is_checkpoint", "load", "numpy_rng_from_plain", "numpy_rng_to_plain", "python_rng_from_plain", "python_rng_to_plain", "read_info", "restore_rng", "resume_seed", "save", "to_plain"]
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
+__all__ = [
+    "Checkpoint",
+    "capture_rng",
+    "from_plain",
+    "is_checkpoint",
+    "load",
+    "numpy_rng_from_plain",
+    "numpy_rng_to_plain",
+    "python_rng_from_plain",
+    "python_rng_to_plain",
+    "read_info",
+    "restore_rng",
+    "resume_seed",
+    "save",
+    "to_plain",
+]
 
 FORMAT = "rlcore-checkpoint"
 """``format`` field of ``checkpoint.json``."""
-
-
-"""``format`` field of ``checkpoint.json``."""
-
-
 VERSION = 2
 """Format version written and read here (1: the old pickle layout, refused)."""
-
-
-"""Format version written and read here (1: the old pickle layout, refused)."""
-
-
 MANIFEST = "checkpoint.json"
-
-
 TRAINER_FILE = "trainer.pt"
-
-
 COUNTERS_FILE = "counters.json"
-
-
 BUFFER_DIR = "buffer"
-
-
 ENV_STATE_FILE = "env_state.pkl"
 
-
 _OLD_FILES = ("trainer.pt", "buffer.pkl", "meta.json")
-
-
+_KIND = generations.Kind(
+    prefix="gen-",
+    folders=re.compile(r"gen-(?:[0-9a-f]{12}|[0-9a-f]{16})"),  # 12: checkpoints before generations.py
+    marker="rlcore-checkpoint-data",
+    entries=re.compile(r"trainer\.pt|counters\.json|env_state\.pkl|buffer"),
+)
+_CRC = re.compile(r"[0-9a-f]{8}")
 _NDARRAY = "__rlcore_ndarray__"
-
-
 _RESUME_SALT = 0x52455355  # "RESU": keeps resume seeds apart from every other seed stream
-
-
 CONVERT_HINT = "rlcore convert-checkpoint OLD_DIR NEW_DIR"
 
 
@@ -289,6 +282,9 @@ class Checkpoint:
     """The checkpoint holds an env snapshot (``env_state.pkl``)."""
     env_state: Any | None
     """The unpickled env snapshot when ``trust_env_state=True`` was given, else ``None``."""
+    _pin: generations.Pin | None = field(default=None, repr=False, compare=False)
+    """Keeps a save into the same directory from removing :attr:`data_dir` while this object
+    lives (its buffer is read later, by :meth:`restore_buffer`)."""
 
     def part(self, name: str) -> Any:
         """``state[name]``.
@@ -311,7 +307,9 @@ class Checkpoint:
         return self.counters[name]
 
     def restore_buffer(self, buffer: Any) -> None:
-        """Copy the checkpoint's buffer into ``buffer`` with ``buffer.restore`` (all or nothing).
+        """Copy the checkpoint's buffer into ``buffer`` with ``buffer.restore`` (all or nothing):
+        the buffer of the generation :func:`load` read, even if a save has replaced the
+        checkpoint since (that save leaves this generation's folder while this object lives).
 
         Raises:
             CheckpointError: the checkpoint holds no buffer, or ``buffer`` has no ``restore``.
@@ -351,27 +349,6 @@ def read_info(path: str | os.PathLike[str]) -> dict[str, Any]:
     return dict(info) if isinstance(info, dict) else {}
 
 
-def _plain_name(name: Any) -> bool:
-    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _read_manifest(root: Path) -> dict[str, Any] | None:
     """The parsed ``checkpoint.json``, or ``None`` when there is none."""
     mpath = root / MANIFEST
@@ -391,11 +368,60 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
         raise CheckpointError(
             f"{mpath} has format version {manifest.get('version')!r}; this rlcore reads version {VERSION}"
         )
-    if not _plain_name(manifest.get("data_dir")):
+    if not generations.plain_name(manifest.get("data_dir")):
         raise CheckpointError(
             f"{mpath} names a data folder that is not a plain name: {manifest.get('data_dir')!r}"
         )
+    if "checksum" in manifest or "crc32c" in manifest:  # checkpoints of d0153cb and before have neither
+        try:
+            ok = manifest.get("checksum") == generations.seal(manifest)
+        except (TypeError, ValueError):
+            ok = False
+        sums = manifest.get("crc32c")
+        if not ok or not (
+            isinstance(sums, dict)
+            and all(k in (TRAINER_FILE, COUNTERS_FILE, ENV_STATE_FILE) for k in sums)
+            and all(isinstance(v, str) and _CRC.fullmatch(v) for v in sums.values())
+        ):
+            raise CheckpointError(f"{mpath} fails its checksum: it was edited or damaged after the save")
     return manifest
+
+
+def _check_files(root: Path, manifest: Mapping[str, Any]) -> None:
+    """Check every file ``manifest`` has a CRC-32C for (``trainer.pt``, ``counters.json``,
+    ``env_state.pkl``; the buffer's files are checked by its own load) before any is read.
+
+    Raises:
+        CheckpointError: a file is missing or its checksum differs.
+    """
+    gen = root / manifest["data_dir"]
+    for name, crc in manifest.get("crc32c", {}).items():
+        try:
+            got = generations.file_crc32c(gen / name)
+        except OSError as e:
+            raise CheckpointError(f"{gen / name} is missing or unreadable: {e}") from e
+        if got != crc:
+            raise CheckpointError(
+                f"{gen / name} fails its checksum: it was changed or damaged after the save"
+            )
+
+
+def _previous(root: Path) -> generations.Generation | None:
+    """What removing the checkpoint that ``root/checkpoint.json`` names removes: the files its
+    manifest lists, or for a checkpoint written before manifests listed them, its parts and its
+    ``buffer/``. None for a damaged manifest."""
+    try:
+        manifest = _read_manifest(root)
+    except CheckpointError:
+        return None
+    if manifest is None:
+        return None
+    if "files" in manifest:
+        files = generations.relative_paths(manifest["files"])
+        return None if files is None else generations.Generation(manifest["data_dir"], files)
+    return generations.Generation(
+        manifest["data_dir"], (TRAINER_FILE, COUNTERS_FILE, ENV_STATE_FILE), (BUFFER_DIR,)
+    )
 
 
 def save(
@@ -438,45 +464,35 @@ def save(
         except Exception:  # noqa: BLE001 - any pickling failure means "no env snapshot"
             env_blob = None
 
+    files = [TRAINER_FILE, COUNTERS_FILE] + ([ENV_STATE_FILE] if env_blob is not None else [])
+    trees = [BUFFER_DIR] if buffer is not None else []
     root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
-    previous = None
-    try:
-        previous = _read_manifest(root)
-    except CheckpointError:
-        previous = None  # a damaged manifest is replaced; its folder is left alone
-    gen = root / f"gen-{uuid.uuid4().hex[:12]}"
-    gen.mkdir()
-    try:
+    with generations.writing(
+        root, _KIND, manifest=MANIFEST, previous=_previous, files=files, trees=trees
+    ) as draft:
+        gen = draft.path
         torch.save(plain, gen / TRAINER_FILE)
-        _fsync_file(gen / TRAINER_FILE)
-        with open(gen / COUNTERS_FILE, "w", encoding="utf-8") as f:
-            json.dump(dict(counters), f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
+        (gen / COUNTERS_FILE).write_text(json.dumps(dict(counters), indent=1), encoding="utf-8")
         if env_blob is not None:
-            with open(gen / ENV_STATE_FILE, "wb") as f:
-                f.write(env_blob)
-                f.flush()
-                os.fsync(f.fileno())
+            (gen / ENV_STATE_FILE).write_bytes(env_blob)
         if buffer is not None:
             buffer.save(gen / BUFFER_DIR)
         manifest = {
             "format": FORMAT,
             "version": VERSION,
             "trainer": trainer,
-            "data_dir": gen.name,
+            "data_dir": draft.name,
             "buffer": buffer is not None,
             "env_state": env_blob is not None,
             "torch": torch.__version__,
             "info": dict(info or {}),
+            "files": list(draft.sync()),
+            # the buffer's files carry their own checksums in buffer/manifest.json
+            "crc32c": {f: generations.file_crc32c(gen / f) for f in files},
         }
-        _write_json_atomic(root / MANIFEST, manifest)
-    except BaseException:
-        shutil.rmtree(gen, ignore_errors=True)
-        raise
-    if previous is not None and previous["data_dir"] != gen.name:
-        shutil.rmtree(root / previous["data_dir"], ignore_errors=True)
+        manifest = json.loads(json.dumps(manifest, default=str))  # what the file will hold
+        manifest["checksum"] = generations.seal(manifest)
+        draft.commit(json.dumps(manifest, indent=1))
     return root
 
 
@@ -501,6 +517,12 @@ def load(
             a checkpoint of another trainer, or a damaged or incomplete checkpoint.
     """
     root = Path(path)
+    with generations.reading(root, MANIFEST):  # no save replaces what is read meanwhile
+        return _read_checkpoint(root, trainer, trust_env_state)
+
+
+def _read_checkpoint(root: Path, trainer: str | None, trust_env_state: bool) -> Checkpoint:
+    """:func:`load` with the directory's lock held shared."""
     manifest = _read_manifest(root)
     if manifest is None:
         old = [f for f in _OLD_FILES if (root / f).exists()]
@@ -517,6 +539,7 @@ def load(
     gen = root / manifest["data_dir"]
     if not gen.is_dir():
         raise CheckpointError(f"{root / MANIFEST} names {manifest['data_dir']}, which is missing")
+    _check_files(root, manifest)
     try:
         raw = torch.load(gen / TRAINER_FILE, weights_only=True, map_location="cpu")
     except FileNotFoundError as e:
@@ -546,15 +569,17 @@ def load(
     env_state = None
     if has_env_state and trust_env_state:
         env_state = _load_trusted_env_state(gen / ENV_STATE_FILE)
+    has_buffer = bool(manifest.get("buffer"))
     return Checkpoint(
         path=root,
         data_dir=gen,
         trainer=str(manifest["trainer"]),
         state=state,
         counters=counters,
-        has_buffer=bool(manifest.get("buffer")),
+        has_buffer=has_buffer,
         has_env_state=has_env_state,
         env_state=env_state,
+        _pin=generations.pin(root, gen.name) if has_buffer else None,
     )
 
 
