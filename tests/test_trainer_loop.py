@@ -14,6 +14,7 @@ import torch
 from rlcore.algos import PPO, SAC, PPOConfig, SACConfig
 from rlcore.algos.bc import BC, BCConfig
 from rlcore.algos.gail import GAIL, GAILConfig
+from rlcore.distributed import DistributedConfig, DistributedTrainer
 from rlcore.errors import InvalidValueError
 from rlcore.trainers import (
     GAILTrainer,
@@ -82,7 +83,7 @@ TRAINERS = {"off-policy": off_policy, "on-policy": on_policy, "offline": offline
 def test_every_trainer_is_one_loop() -> None:
     """Evaluation, run, the iterator protocol and checkpoints have one implementation; the
     distributed trainer only adds its no-restart-after-start check around the shared load."""
-    for cls in (OffPolicyTrainer, OnPolicyTrainer, OfflineTrainer):
+    for cls in (OffPolicyTrainer, OnPolicyTrainer, OfflineTrainer, DistributedTrainer):
         assert issubclass(cls, Trainer)
         for name in ("evaluate", "run", "__iter__", "_epoch_stats", "_eval_due"):
             assert getattr(cls, name) is getattr(Trainer, name), (cls.__name__, name)
@@ -144,6 +145,13 @@ def test_run_without_a_horizon_raises_a_typed_error(kind: str) -> None:
         (OfflineTrainerConfig, "batch_size", 0),
         (OfflineTrainerConfig, "eval_every", 0),
         (OfflineTrainerConfig, "eval_episodes", 0),
+        (DistributedConfig, "num_collectors", 0),
+        (DistributedConfig, "collect_env_steps", 0),
+        (DistributedConfig, "weight_sync_every", 0),
+        (DistributedConfig, "batches_per_request", 0),
+        (DistributedConfig, "chunk_rows", 0),
+        (DistributedConfig, "max_collector_restarts", -2),
+        (DistributedConfig, "eval_every_env_steps", 0),
     ],
 )
 def test_configs_raise_typed_errors_naming_the_field(config: Any, field: str, value: Any) -> None:
