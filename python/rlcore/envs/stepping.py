@@ -144,13 +144,10 @@ class Step(NamedTuple):
     """bool: transitions that ended an episode (terminated or truncated)."""
     info: Mapping[str, Any]
     """The env's info dict of this step."""
+    transitions: int
+    """Number of transition rows (``transition_N.sum()``)."""
     episodes: tuple[Episode, ...]
     """The episodes that ended at this step, in env order."""
-
-    @property
-    def transitions(self) -> int:
-        """Number of transition rows."""
-        return int(self.transition_N.sum())
 
 
 def collect_stats(
@@ -244,23 +241,27 @@ class EnvStepper:
         # Episode accounting: env reward, transitions only.
         self._ep_return_N += np.where(transition_N, rew_N, 0.0)
         self._ep_length_N += transition_N
-        episodes = tuple(
-            Episode(
-                int(i),
-                float(self._ep_return_N[i]),
-                int(self._ep_length_N[i]),
-                episode_success(info, int(i), mode),
+        episodes: tuple[Episode, ...] = ()
+        if done_idx.size:
+            episodes = tuple(
+                Episode(
+                    int(i),
+                    float(self._ep_return_N[i]),
+                    int(self._ep_length_N[i]),
+                    episode_success(info, int(i), mode),
+                )
+                for i in done_idx
             )
-            for i in done_idx
-        )
-        self._ep_return_N[done_idx] = 0.0
-        self._ep_length_N[done_idx] = 0
+            self._ep_return_N[done_idx] = 0.0
+            self._ep_length_N[done_idx] = 0
         # NEXT_STEP: the next row of a done env is its reset and carries no transition.
         self._next_is_reset_N = done_N if mode == AutoresetMode.NEXT_STEP else np.zeros_like(done_N)
-        step = Step(obs, act, rew_N, term_N, trunc_N, obs_next, transition_N, done_N, info, episodes)
-        self.env_steps += step.transitions
+        transitions = int(transition_N.sum())
+        self.env_steps += transitions
         self.episodes += len(episodes)
-        return step
+        return Step(
+            obs, act, rew_N, term_N, trunc_N, obs_next, transition_N, done_N, info, transitions, episodes
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """The current observation, pending NEXT_STEP resets, partial episodes and counters (numpy
