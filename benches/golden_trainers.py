@@ -282,12 +282,43 @@ def run_local(name: str, ckpt_dir: Path | None, resume_from: Path | None) -> dic
     return result
 
 
+def _short_pendulum(n: int) -> Any:
+    return vec("Pendulum-v1", n, max_episode_steps=50)
+
+
+def _ddpg() -> Any:
+    import gymnasium as gym
+    from rlcore.algos import DDPG, DDPGConfig
+
+    env = gym.make("Pendulum-v1")
+    return DDPG.from_spaces(env.observation_space, env.action_space, DDPGConfig(hidden=(16,), seed=0), device="cpu")
+
+
+def _resumable_parts() -> tuple[Any, ...]:
+    """As in tests/test_distributed.py: one collector, no prefetch, weights published only at the
+    start and after a load, and a budget whose last collect call is the only one after a resume at
+    300 env steps, so the resumed leg never samples while a collector writes."""
+    import rlcore
+    import torch
+    from rlcore.distributed import DistributedConfig, ShardedReplayBuffer
+    from rlcore.trainers import OffPolicyTrainerConfig
+
+    torch.manual_seed(0)
+    algorithm = _ddpg()
+    buf = ShardedReplayBuffer(functools.partial(rlcore.ReplayBuffer, 1_000), num_shards=2, num_envs=1, seed=0)
+    config = OffPolicyTrainerConfig(
+        max_env_steps=400, batch_size=32, utd_ratio=0.2, warmup_env_steps=100, eval_every=2, eval_episodes=1, seed=3
+    )
+    dist = DistributedConfig(
+        num_collectors=1, collect_env_steps=100, weight_sync_every=10**6, chunk_rows=50, prefetch=False
+    )
+    return algorithm, buf, config, dist, _short_pendulum(1)
+
+
 def run_distributed(ckpt_dir: Path | None, resume_from: Path | None) -> dict[str, Any]:
     """Straight run to iteration 3 (saved, not compared), then the deterministic resumed leg."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import ray
     from rlcore.distributed import DistributedTrainer
-    from test_distributed import _ddpg, _resumable_parts, _short_pendulum
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     make_envs = functools.partial(_short_pendulum, 1)

@@ -238,3 +238,113 @@ def test_gail_trainer_is_a_deprecated_function_building_the_same_on_policy_train
     gail2, envs2, config2, eval_envs2 = gail_parts()
     new = OnPolicyTrainer(gail2, envs2, config=config2, eval_envs=eval_envs2, reward_fn=gail2.reward)
     assert got == [gail_row(s) for s in new]
+
+
+# --------------------------------------------------------------------------- stats and resume
+
+
+def gail_trainer(**cfg: Any) -> OnPolicyTrainer:
+    gail, envs, config, eval_envs = gail_parts()
+    config = dataclasses.replace(config, **cfg)
+    return OnPolicyTrainer(gail, envs, config=config, eval_envs=eval_envs, reward_fn=gail.reward)
+
+
+RESUMABLE = {**TRAINERS, "gail": gail_trainer}
+
+
+def horizon(kind: str) -> dict[str, int]:
+    return {"offline": {"max_grad_steps": 30}, "gail": {"max_env_steps": 256}}.get(kind, {"max_env_steps": 120})
+
+
+@pytest.mark.parametrize("kind", list(RESUMABLE))
+def test_stats_have_the_same_sections_and_consistent_counters_for_every_trainer(kind: str) -> None:
+    """Every trainer's EpochStats: the same rollout/eval/time sections (only ``train`` is the
+    algorithm's), counters that match the trainer's, one iteration more each time, and timings
+    that add up (env_steps_per_s over collect + update time, evaluation excluded)."""
+    trainer = RESUMABLE[kind](eval_every=2, eval_episodes=1, **horizon(kind))
+    stats = list(trainer)
+    assert [s.iteration for s in stats] == list(range(1, len(stats) + 1))
+    last = stats[-1]
+    assert type(last.rollout) is rlcore.stats.EpisodeStats
+    assert type(last.eval) is rlcore.stats.EvalStats and type(last.time) is rlcore.stats.TimeStats
+    assert dataclasses.is_dataclass(last.train)
+    assert (last.env_steps, last.grad_steps) == (trainer.env_steps, trainer.grad_steps)
+    assert (last.time.env_steps, last.time.grad_steps, last.time.episodes) == (
+        trainer.env_steps,
+        trainer.grad_steps,
+        trainer.episodes,
+    )
+    assert sum(s.rollout.episodes for s in stats) == trainer.episodes
+    prev_env_steps = 0
+    for s in stats:
+        t = s.time
+        assert min(t.collect_s, t.update_s, t.eval_s) >= 0
+        assert t.iteration_s == pytest.approx(t.collect_s + t.update_s + t.eval_s, abs=1e-9)
+        new = s.env_steps - prev_env_steps
+        assert t.env_steps_per_s == pytest.approx(new / max(t.collect_s + t.update_s, 1e-9), rel=1e-9)
+        prev_env_steps = s.env_steps
+    keys = {k for k in rlcore.stats.flatten_stats(last) if not k.startswith("train/")}
+    assert {"time/iteration", "rollout/episodes", "eval/episodes", "eval/return_mean", "time/env_steps"} <= keys
+
+
+def comparable(stats: Any) -> dict[str, float]:
+    flat = rlcore.stats.flatten_stats(stats)
+    return {k: v for k, v in flat.items() if not k.endswith("_s") and k != "time/env_steps_per_s"}
+
+
+def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
+    out = {}
+    for part, state in trainer.algorithm.state_dict().items():
+        if isinstance(state, dict):
+            out.update({f"{part}.{k}": v for k, v in state.items() if isinstance(v, torch.Tensor)})
+    assert out
+    return out
+
+
+def dataset_of(trainer: Trainer) -> Any:
+    return trainer.buffer if isinstance(trainer, OfflineTrainer) else getattr(trainer.algorithm, "expert", None)
+
+
+def straight_and_resumed(kind: str, tmp_path: Any, *, restore_dataset: bool) -> tuple[list, list, Trainer, Trainer]:
+    cfg = {"eval_every": 2, "eval_episodes": 1, **horizon(kind)}
+    torch.manual_seed(0)
+    straight = RESUMABLE[kind](**cfg)
+    rows = []
+    for s in straight:
+        rows.append(comparable(s))
+        if s.iteration == 2:
+            straight.save_checkpoint(tmp_path / "ckpt")
+            if (data := dataset_of(straight)) is not None:
+                data.save(tmp_path / "dataset")
+    torch.manual_seed(123)  # disturbed: the checkpoint's RNG states take over
+    resumed = RESUMABLE[kind](**cfg)
+    resumed.load_checkpoint(tmp_path / "ckpt", trust_env_state=True)
+    if restore_dataset and (data := dataset_of(resumed)) is not None:
+        data.restore(tmp_path / "dataset")
+    assert (resumed.iteration, resumed._evaluations) == (2, 1)
+    return rows[2:], [comparable(s) for s in resumed], straight, resumed
+
+
+@pytest.mark.parametrize("kind", list(RESUMABLE))
+def test_resume_from_a_checkpoint_gives_the_same_stats_and_weights_for_every_trainer(kind: str, tmp_path: Any) -> None:
+    """Save after 2 iterations, resume a fresh trainer (torch RNG disturbed) with the env snapshot:
+    every later iteration's stats (timings aside) and the final weights equal the straight run's,
+    bit for bit. BC's dataset and GAIL's expert data are restored beside the checkpoint (a
+    checkpoint does not hold the dataset, nor its sampling RNG: see the xfail test below)."""
+    want, got, straight, resumed = straight_and_resumed(kind, tmp_path, restore_dataset=True)
+    assert len(want) >= 2 and got == want
+    w_straight, w_resumed = weights(straight), weights(resumed)
+    assert w_straight.keys() == w_resumed.keys()
+    for name, tensor in w_straight.items():
+        torch.testing.assert_close(w_resumed[name], tensor, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap, same on main: a checkpoint holds neither the fixed dataset nor its sampling RNG "
+    "(no buffer API to save only the RNG), so a resumed BC/GAIL run draws other dataset samples",
+)
+@pytest.mark.parametrize("kind", ["offline", "gail"])
+def test_resume_without_restoring_the_dataset_continues_exactly(kind: str, tmp_path: Any) -> None:
+    want, got, _, _ = straight_and_resumed(kind, tmp_path, restore_dataset=False)
+    assert got == want
