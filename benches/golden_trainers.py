@@ -18,12 +18,14 @@ while a collector actor writes), so for it only the resumed leg of one shared ch
 compared (``_resumable_parts`` of tests/test_distributed.py: after the resume no sample overlaps a
 write).
 
-Usage (CPU, one torch thread; about 2 minutes per version)::
+Usage (CPU, one torch thread; about 3 minutes per version on 2 shared cores)::
 
-    OLD=/work/main/.venv/bin/python   # with PYTHONPATH=/work/main/python
-    $OLD benches/golden_trainers.py run /tmp/g/main.json --ckpt-dir /tmp/g/ck_main
+    PYTHONPATH=/work/main/python /work/main/.venv/bin/python benches/golden_trainers.py \
+        run /tmp/g/main.json --ckpt-dir /tmp/g/ck_main --resume-from /tmp/g/ck_main
     wt-py benches/golden_trainers.py run /tmp/g/new.json --ckpt-dir /tmp/g/ck_new --resume-from /tmp/g/ck_main
     python benches/golden_trainers.py compare /tmp/g/main.json /tmp/g/new.json
+
+(the new version resumes from the old version's checkpoints: the format is unchanged).
 """
 
 from __future__ import annotations
