@@ -35,8 +35,9 @@ from rlcore.algos.bc import BC, BCConfig
 from rlcore.algos.gail import GAIL
 from rlcore.cli.common import _make_envs
 from rlcore.cli.imitation import collect_expert
-from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig, gail_settings
+from rlcore.imitation import OfflineTrainer, OfflineTrainerConfig, gail_settings
 from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger
+from rlcore.trainers import OnPolicyTrainer
 
 ENV = "Hopper-v5"
 
@@ -97,7 +98,8 @@ def main() -> None:
     gail = GAIL.from_spaces(
         obs_space, act_space, expert, settings.gail, settings.ppo, num_envs=settings.num_envs
     )
-    trainer = GAILTrainer(gail, envs, config=settings.trainer, eval_envs=eval_envs)
+    # GAIL: the on-policy loop on the discriminator's reward
+    trainer = OnPolicyTrainer(gail, envs, config=settings.trainer, eval_envs=eval_envs, reward_fn=gail.reward)
     sinks: list = [ConsoleLogger(args.steps, disable=args.no_progress)]
     if args.out is not None:
         sinks.append(JsonlLogger(args.out / "metrics.jsonl"))

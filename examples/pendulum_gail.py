@@ -31,9 +31,9 @@ from rlcore.algos.bc import BC, BCConfig
 from rlcore.algos.gail import GAIL, GAILConfig
 from rlcore.algos.ppo import PPOConfig
 from rlcore.cli.imitation import collect_expert
-from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig
+from rlcore.imitation import OfflineTrainer, OfflineTrainerConfig
 from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger
-from rlcore.trainers import OnPolicyTrainerConfig
+from rlcore.trainers import OnPolicyTrainer, OnPolicyTrainerConfig
 
 ENV = "Pendulum-v1"
 
@@ -117,13 +117,14 @@ def main() -> None:
         ),
         num_envs=8,
     )
-    trainer = GAILTrainer(
+    trainer = OnPolicyTrainer(  # GAIL: the on-policy loop on the discriminator's reward
         gail,
         envs,
         config=OnPolicyTrainerConfig(
             max_env_steps=args.steps, num_steps=256, eval_every=5, eval_episodes=10, seed=args.seed
         ),
         eval_envs=eval_envs,
+        reward_fn=gail.reward,
     )
     sinks: list = [ConsoleLogger(args.steps, disable=args.no_progress)]
     if args.out is not None:

@@ -49,7 +49,7 @@ from rlcore.algos.bc import BC, BCConfig
 from rlcore.algos.gail import GAIL, GAILConfig
 from rlcore.cli import main as cli_main
 from rlcore.errors import CheckpointError, SaveFileError
-from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig, load_expert_policy
+from rlcore.imitation import OfflineTrainer, OfflineTrainerConfig, load_expert_policy
 from rlcore.stats import flatten_stats
 from rlcore.trainers import checkpoint
 from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
@@ -145,7 +145,7 @@ def offline() -> OfflineTrainer:
     )
 
 
-def gail() -> GAILTrainer:
+def gail() -> OnPolicyTrainer:
     torch.manual_seed(0)
     envs = cartpole()
     g = GAIL.from_spaces(
@@ -157,7 +157,9 @@ def gail() -> GAILTrainer:
         num_envs=2,
         device="cpu",
     )
-    return GAILTrainer(g, envs, config=OnPolicyTrainerConfig(max_env_steps=320, num_steps=32))
+    return OnPolicyTrainer(
+        g, envs, config=OnPolicyTrainerConfig(max_env_steps=320, num_steps=32), reward_fn=g.reward
+    )
 
 
 TRAINERS: dict[str, Callable[[], Any]] = {

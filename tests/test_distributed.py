@@ -572,6 +572,103 @@ def test_convert_reads_an_old_distributed_checkpoint(ray_session, tmp_path):
     fresh.close()
 
 
+def _short_pendulum(n):
+    import gymnasium as gym
+
+    return gym.make_vec("Pendulum-v1", num_envs=n, vectorization_mode="sync", max_episode_steps=50)
+
+
+def _ddpg():
+    import gymnasium as gym
+    from rlcore.algos import DDPG, DDPGConfig
+
+    env = gym.make("Pendulum-v1")
+    return DDPG.from_spaces(
+        env.observation_space, env.action_space, DDPGConfig(hidden=(16,), seed=0), device="cpu"
+    )
+
+
+def _resumable_parts():
+    """One collector, no prefetch, weights published only at the start (and after a load), and a
+    budget whose last collect call is the only one after a resume at 300 env steps: the learner
+    never samples while a collector writes, so a resumed run is deterministic."""
+    import torch
+    from rlcore.trainers.off_policy import OffPolicyTrainerConfig
+
+    torch.manual_seed(0)
+    algorithm = _ddpg()
+    buf = ShardedReplayBuffer(functools.partial(rlcore.ReplayBuffer, 1_000), num_shards=2, num_envs=1, seed=0)
+    config = OffPolicyTrainerConfig(
+        max_env_steps=400, batch_size=32, utd_ratio=0.2, warmup_env_steps=100, eval_every=2, eval_episodes=1, seed=3
+    )
+    dist = DistributedConfig(
+        num_collectors=1, collect_env_steps=100, weight_sync_every=10**6, chunk_rows=50, prefetch=False
+    )
+    return algorithm, buf, config, dist, _short_pendulum(1)
+
+
+def test_distributed_resume_continues_exactly_with_fresh_episodes_from_the_resume_seed(ray_session, tmp_path):
+    """DistributedTrainer.resume goes through the shared trainer loop: counters, gradient-step
+    credit, evaluation count, algorithm and RNGs come back; the collectors start fresh episodes
+    from resume_seed(seed, iteration) + 100 k with the restored weights (their envs ran in actors:
+    no snapshot); and two resumes of one checkpoint give the same stats."""
+    import torch
+    from rlcore.collect import Collector
+    from rlcore.distributed.workers import _load_policy_weights, policy_weights
+    from rlcore.stats import EpisodeStats, flatten_stats
+    from rlcore.trainers.checkpoint import resume_seed
+
+    algorithm, buf, config, dist, eval_envs = _resumable_parts()
+    make_envs = functools.partial(_short_pendulum, 1)
+    first = DistributedTrainer(algorithm, buf, make_envs, _ddpg, config=config, dist=dist, eval_envs=eval_envs)
+    for _ in range(3):
+        next(first)
+    _stop(first)
+    path = first.save_checkpoint(tmp_path / "ckpt")
+    saved = (first.iteration, first.env_steps, first.episodes, first.grad_steps)
+    assert saved[:2] == (3, 300) and first.grad_steps > 0 and first._evaluations == 1
+
+    def resumed() -> tuple[DistributedTrainer, list]:
+        algorithm, buf, config, dist, eval_envs = _resumable_parts()
+        torch.manual_seed(123)  # disturb the learner's RNG: the load restores it
+        trainer = DistributedTrainer.resume(
+            path, algorithm, buf, make_envs, _ddpg, config=config, dist=dist, eval_envs=eval_envs
+        )
+        assert (trainer.iteration, trainer.env_steps, trainer.episodes, trainer.grad_steps) == saved
+        assert trainer._grad_credit == first._grad_credit and trainer._evaluations == 1
+        for name, tensor in first.algorithm.state_dict()["actor"].items():
+            torch.testing.assert_close(trainer.algorithm.state_dict()["actor"][name], tensor, rtol=0, atol=0)
+        stats = list(trainer)
+        trainer.close()
+        return trainer, stats
+
+    b, stats_b = resumed()
+    c, stats_c = resumed()
+    assert [s.iteration for s in stats_b] == [4] and stats_b[0].env_steps == 400 and stats_b[0].eval is not None
+    assert b._evaluations == 2
+    comparable = [{k: v for k, v in flatten_stats(s).items() if not k.endswith("_s")} for s in stats_b]
+    assert comparable == [{k: v for k, v in flatten_stats(s).items() if not k.endswith("_s")} for s in stats_c]
+
+    # the resumed collector: fresh episodes from resume_seed(3, 3) + 100 * 0, acting with the saved weights
+    replica = _ddpg()
+    _load_policy_weights(replica, policy_weights(first.algorithm))
+    local = Collector(_short_pendulum(1))
+    local.reset(seed=resume_seed(3, 3))
+    want = local.collect(100, policy=lambda o: replica.act(o, deterministic=False))
+    assert len(want.episode_returns) == 2
+    expected = EpisodeStats.from_episodes(want.episode_returns, want.episode_lengths, ())
+    got = stats_b[0].rollout
+    assert (got.episodes, got.return_mean, got.return_std, got.length_mean) == (
+        expected.episodes,
+        expected.return_mean,
+        expected.return_std,
+        expected.length_mean,
+    )
+    first.buffer.close()
+    b.buffer.close()
+    c.buffer.close()
+
+
 def test_shutdown_leaves_no_process(ray_session):
     buf = ShardedReplayBuffer(functools.partial(rlcore.ReplayBuffer, 100), num_shards=2, num_envs=1)
     assert len(buf) == 0

@@ -20,14 +20,13 @@ from rlcore.cli import main
 from rlcore.collect.collector import Collector
 from rlcore.collect.sampler import RolloutSampler
 from rlcore.imitation import (
-    GAILTrainer,
     OfflineTrainer,
     OfflineTrainerConfig,
     load_expert_policy,
     record_episodes,
 )
 from rlcore.stats import EpochStats, flatten_stats
-from rlcore.trainers.on_policy import OnPolicyTrainerConfig
+from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 
 torch.set_num_threads(1)
 
@@ -236,7 +235,7 @@ def test_gail_trainer_smoke(env_id: str, cartpole_data: Any, tmp_path: Path) -> 
     envs, eval_envs = _vec(env_id, 2), _vec(env_id, 1)
     gail = _gail(buf, envs, grad_penalty=1.0, reward="logit" if env_id == "Pendulum-v1" else "softplus")
     cfg = OnPolicyTrainerConfig(max_env_steps=256, num_steps=32, eval_every=2, eval_episodes=1)
-    trainer = GAILTrainer(gail, envs, config=cfg, eval_envs=eval_envs)
+    trainer = OnPolicyTrainer(gail, envs, config=cfg, eval_envs=eval_envs, reward_fn=gail.reward)
     stats = list(itertools.islice(trainer, 10))
     assert [s.env_steps for s in stats][-1] >= 256 and trainer.done
     last = stats[-1].train
@@ -246,7 +245,8 @@ def test_gail_trainer_smoke(env_id: str, cartpole_data: Any, tmp_path: Path) -> 
     flat = flatten_stats(stats[-1])
     assert {"train/disc_loss", "train/learned_reward", "train/policy_loss", "eval/return_mean"} <= set(flat)
     trainer.save_checkpoint(tmp_path / "ckpt")
-    fresh = GAILTrainer(_gail(buf, envs), envs, config=cfg, eval_envs=eval_envs)
+    fresh_gail = _gail(buf, envs)
+    fresh = OnPolicyTrainer(fresh_gail, envs, config=cfg, eval_envs=eval_envs, reward_fn=fresh_gail.reward)
     fresh.load_checkpoint(tmp_path / "ckpt", trust_env_state=True)
     assert fresh.env_steps == trainer.env_steps
 
@@ -323,7 +323,8 @@ def test_gail_settings_run_one_hopper_iteration() -> None:
         envs.single_observation_space, envs.single_action_space, buf, s.gail, s.ppo, num_envs=1
     )
     cfg = dataclasses.replace(s.trainer, num_steps=512, eval_every=1, eval_episodes=2)
-    (stats,) = itertools.islice(GAILTrainer(gail, envs, config=cfg, eval_envs=eval_envs), 1)
+    trainer = OnPolicyTrainer(gail, envs, config=cfg, eval_envs=eval_envs, reward_fn=gail.reward)
+    (stats,) = itertools.islice(trainer, 1)
     assert 0 < stats.env_steps <= 512 and stats.eval is not None
     train = stats.train
     assert isinstance(train, GAILStats) and train.grad_steps == 8 + 10 * -(-stats.env_steps // 64)

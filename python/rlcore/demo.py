@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 import rlcore
+from rlcore.collect import Collector
 
 
 def _fetch_env(num_envs: int) -> gym.vector.VectorEnv | None:
@@ -30,6 +31,7 @@ def _fetch_env(num_envs: int) -> gym.vector.VectorEnv | None:
 
 
 def main(num_envs: int = 4, steps: int = 500, seed: int = 0) -> None:
+    """Collect about ``steps`` vector steps of random actions on ``num_envs`` envs, then sample."""
     envs = _fetch_env(num_envs)
     goal_env = envs is not None
     if envs is None:
@@ -53,21 +55,18 @@ def main(num_envs: int = 4, steps: int = 500, seed: int = 0) -> None:
             num_envs=num_envs,
             seed=seed,
         )
-    envs.action_space.seed(seed)
-    obs, _ = envs.reset(seed=seed)
-    # gymnasium's default NEXT_STEP autoreset: the step after a done is a reset, not a transition
-    was_done = np.zeros(num_envs, bool)
-    returns: list[float] = []
+    # The collector steps the env (gymnasium's default NEXT_STEP autoreset: the step after a done is
+    # a reset, not a transition) and writes each vector step into the buffer with its own obs copy.
+    collector = Collector(envs, buf)
+    collector.reset(seed=seed)
     t0 = time.perf_counter()
-    for _ in range(steps):
-        act = envs.action_space.sample()
-        obs_next, rew, term, trunc, _ = envs.step(act)
-        res = buf.add(obs, act, rew, term, trunc, obs_next, mask=~was_done)
-        returns.extend(res.episode_returns.tolist())
-        was_done = term | trunc
-        obs = obs_next
+    stats = collector.collect(steps * num_envs)
     elapsed = time.perf_counter() - t0
-    print(f"env {env_id} x{num_envs}: {steps} vector steps in {elapsed:.2f} s, {len(buf)} transitions stored")
+    returns = stats.episode_returns
+    print(
+        f"env {env_id} x{num_envs}: {stats.vector_steps} vector steps in {elapsed:.2f} s, "
+        f"{len(buf)} transitions stored"
+    )
     print(
         f"episodes finished: {len(returns)}, mean return {np.mean(returns) if returns else float('nan'):.2f}"
     )

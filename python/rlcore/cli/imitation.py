@@ -17,7 +17,7 @@ from rlcore.algos.bc import BC
 from rlcore.algos.gail import GAIL
 from rlcore.presets import gail_settings
 from rlcore.trainers.offline import OfflineTrainer, OfflineTrainerConfig
-from rlcore.trainers.on_policy import GAILTrainer
+from rlcore.trainers.on_policy import OnPolicyTrainer
 
 
 def train_imitation(args: argparse.Namespace) -> int:
@@ -68,7 +68,9 @@ def train_imitation(args: argparse.Namespace) -> int:
             num_envs=settings.num_envs,
             device=args.device,
         )
-        trainer = GAILTrainer(gail, envs, config=trainer_config, eval_envs=eval_envs)
+        trainer = OnPolicyTrainer(
+            gail, envs, config=trainer_config, eval_envs=eval_envs, reward_fn=gail.reward
+        )
         total = steps
     load_resume(trainer, args)
     out = prepare_run_dir(args, Path("runs") / f"{args.env}-{args.algo}-s{args.seed}")

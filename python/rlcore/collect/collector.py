@@ -1,14 +1,10 @@
 """Step a gymnasium vector env with a policy and write whole vector steps into a replay buffer.
 
-Autoreset modes (``envs.metadata["autoreset_mode"]``, gymnasium >= 1.0):
-
-* ``NEXT_STEP`` (default): the step after a done returns the reset observation with reward 0 and
-  ignores the action. That row is not a transition: it is passed to ``buffer.add`` with
-  ``mask[i] = False``, and the true final observation was already stored as ``obs_next`` of the
-  done step (CASES.md #6).
-* ``SAME_STEP``: the done step returns the reset observation; the true final observation is in
-  ``info["final_obs"]`` and is what the buffer receives as ``obs_next``.
-* ``DISABLED``: the collector resets done envs itself with ``options={"reset_mask": done}``.
+Stepping, autoreset, episode accounting and env snapshots are :class:`~rlcore.envs.stepping.EnvStepper`'s
+(all autoreset modes; see there). What the collector adds: it writes every vector step into the
+buffer in one ``add`` call, NEXT_STEP reset rows with ``mask[i] = False`` (they are no transitions;
+the true final observation was already stored as ``obs_next`` of the done step, CASES.md #6), and
+``obs_next`` of a done row is the true final observation in every mode.
 
 ``terminated`` and ``truncated`` are passed through separately (truncation bootstraps, termination
 does not). Episode returns are computed from the env's reward even when ``reward_fn`` replaces the
@@ -16,27 +12,19 @@ stored reward."""
 
 from __future__ import annotations
 
-import copy
 import time
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
-from rlcore.envs.stepping import copy_obs, info_at, set_obs_row
+from rlcore.envs.stepping import EnvStepper, Episode, collect_stats
+from rlcore.errors import ApiUsageError, InvalidValueError
 from rlcore.stats import CollectStats
 from rlcore.types import Policy, RewardFn
 
 __all__ = ["Collector"]
-
-
-"""``policy(obs) -> act``: a NumPy batch of N observations to N actions."""
-
-
-"""``reward_fn(obs, act, obs_next, rew) -> rew``: float ``[N]`` rewards to store instead of ``rew``."""
 
 
 class Collector:
@@ -52,7 +40,7 @@ class Collector:
 
     The collector does not reset at construction; call :meth:`reset` (the trainer does this once,
     explicitly, before the first collection). The observation it holds between steps (``obs``)
-    is its own copy, so envs that rewrite the array they returned (``copy=False``, shared
+    is its stepper's own copy, so envs that rewrite the array they returned (``copy=False``, shared
     memory) store right transitions (CASES.md #15).
     """
 
@@ -62,30 +50,35 @@ class Collector:
         self.envs = envs
         self.buffer = buffer
         self.reward_fn = reward_fn
-        self.num_envs = int(envs.num_envs)
-        mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-        self.autoreset_mode = AutoresetMode(mode) if isinstance(mode, str) else mode
-        self.obs: Any = None
-        self._reset_row_N = np.zeros(self.num_envs, dtype=bool)
-        self._ep_return_N = np.zeros(self.num_envs, dtype=np.float64)
-        self._ep_length_N = np.zeros(self.num_envs, dtype=np.int64)
-        self.env_steps = 0
-        self.episodes = 0
+        self.stepper = EnvStepper(envs)
+        self.num_envs = self.stepper.num_envs
+        self.autoreset_mode = self.stepper.autoreset_mode
+
+    @property
+    def obs(self) -> Any:
+        """The observation the next step starts from (own copy; ``None`` before :meth:`reset`)."""
+        return self.stepper.obs
+
+    @property
+    def env_steps(self) -> int:
+        """Transitions written since construction."""
+        return self.stepper.env_steps
+
+    @property
+    def episodes(self) -> int:
+        """Episodes finished since construction."""
+        return self.stepper.episodes
 
     @property
     def needs_reset(self) -> bool:
         """True until :meth:`reset` was called once."""
-        return self.obs is None
+        return self.stepper.needs_reset
 
     def reset(self, *, seed: int | None = None) -> None:
         """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and the action-space sampler."""
-        obs, _ = self.envs.reset(seed=seed)
-        self.obs = copy_obs(obs)  # our own: a vector env made with copy=False rewrites its array
+        self.stepper.reset(seed=seed)
         if seed is not None:
             self.envs.action_space.seed(seed)
-        self._reset_row_N[:] = False
-        self._ep_return_N[:] = 0.0
-        self._ep_length_N[:] = 0
 
     def collect(self, n_env_steps: int, *, policy: Policy | None = None) -> CollectStats:
         """Step until at least ``n_env_steps`` transitions were written (N per vector step at most).
@@ -95,106 +88,42 @@ class Collector:
             policy: ``policy(obs) -> act``; ``None`` samples uniformly from the action space.
 
         Raises:
-            RuntimeError: :meth:`reset` was never called.
-            ValueError: ``n_env_steps <= 0``.
+            ApiUsageError: :meth:`reset` was never called (a ``RuntimeError``).
+            InvalidValueError: ``n_env_steps <= 0`` (a ``ValueError``).
         """
-        if self.obs is None:
-            raise RuntimeError(
-                "Collector.collect() before reset(): call collector.reset(seed=...) once first"
-            )
+        if self.stepper.needs_reset:
+            raise ApiUsageError("Collector.collect() before reset(): call collector.reset(seed=...) once first")
         if n_env_steps <= 0:
-            raise ValueError(f"n_env_steps must be > 0, got {n_env_steps}")
+            raise InvalidValueError(f"n_env_steps must be > 0, got {n_env_steps}")
         start = time.perf_counter()
-        returns: list[float] = []
-        lengths: list[int] = []
-        successes: list[float] = []
+        ended: list[Episode] = []
         written = vector_steps = 0
         while written < n_env_steps:
-            obs = self.obs
+            obs = self.stepper.obs
             act = self.envs.action_space.sample() if policy is None else policy(obs)
-            obs_next, rew_N, term_N, trunc_N, info = self.envs.step(act)
-            vector_steps += 1
-            transition_N = ~self._reset_row_N
-            done_N = (term_N | trunc_N) & transition_N
-            done_idx = np.flatnonzero(done_N)
-
-            # The observation that follows each transition (read only during this step).
-            next_obs = obs_next
-            if self.autoreset_mode == AutoresetMode.SAME_STEP and done_idx.size:
-                next_obs = copy_obs(obs_next)
-                for i in done_idx:
-                    set_obs_row(next_obs, int(i), info["final_obs"][i])
-
-            rew_N = np.asarray(rew_N)
-            stored_rew_N = (
-                rew_N if self.reward_fn is None else np.asarray(self.reward_fn(obs, act, next_obs, rew_N))
-            )
+            step = self.stepper.step(act)
+            rew_N = step.rew_N
+            if self.reward_fn is not None:
+                rew_N = np.asarray(self.reward_fn(step.obs, act, step.obs_next, step.rew_N))
             if self.buffer is not None:
-                mask = None if transition_N.all() else transition_N
-                self.buffer.add(obs, act, stored_rew_N, term_N, trunc_N, next_obs, mask=mask)
-
-            self._ep_return_N += np.where(transition_N, rew_N, 0.0)
-            self._ep_length_N += transition_N
-            for i in done_idx:
-                returns.append(float(self._ep_return_N[i]))
-                lengths.append(int(self._ep_length_N[i]))
-                info_i = info["final_info"] if self.autoreset_mode == AutoresetMode.SAME_STEP else info
-                success = info_at(info_i, "is_success", int(i))
-                if success is not None:
-                    successes.append(float(success))
-            self._ep_return_N[done_idx] = 0.0
-            self._ep_length_N[done_idx] = 0
-            # The observation the next step starts from, as our own copy: a vector env made with
-            # copy=False (or shared memory) rewrites the array it returned at its next step or
-            # reset (CASES.md #15). DISABLED resets only after everything above read obs_next.
-            if self.autoreset_mode == AutoresetMode.DISABLED and done_idx.size:
-                obs_next, _ = self.envs.reset(options={"reset_mask": done_N})
-            self.obs = copy_obs(obs_next)
-            n = int(transition_N.sum())
-            written += n
-            # NEXT_STEP: the next row of a done env is its reset and carries no transition.
-            self._reset_row_N = (
-                done_N if self.autoreset_mode == AutoresetMode.NEXT_STEP else np.zeros_like(done_N)
-            )
-
-        self.env_steps += written
-        self.episodes += len(returns)
-        return CollectStats(
-            env_steps=written,
-            vector_steps=vector_steps,
-            episode_returns=tuple(returns),
-            episode_lengths=tuple(lengths),
-            episode_successes=tuple(successes),
-            duration_s=time.perf_counter() - start,
+                mask = None if step.transition_N.all() else step.transition_N
+                self.buffer.add(
+                    step.obs, act, rew_N, step.terminated_N, step.truncated_N, step.obs_next, mask=mask
+                )
+            ended += step.episodes
+            written += step.transitions
+            vector_steps += 1
+        return collect_stats(
+            ended, env_steps=written, vector_steps=vector_steps, duration_s=time.perf_counter() - start
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """The collector's own state, the action sampler's RNG, and (when they copy) the sub-envs.
-
-        Everything but ``"envs"`` is numpy arrays and plain values (``"action_rng"`` is the numpy
-        ``bit_generator.state`` dict). ``"envs"`` is a deep copy of a ``SyncVectorEnv``'s sub-envs
-        and its pending autoresets, ``(sub_envs, autoreset_N)``, when they allow it (classic-control
-        envs do; MuJoCo envs do not), else ``None``. It is the one part that only a pickle can store:
-        trainers write it to its own checkpoint file, read back only on request
-        (:mod:`rlcore.trainers.checkpoint`, ``trust_env_state``).
-        """
-        envs_copy: Any = None
-        sub_envs = getattr(self.envs, "envs", None)
-        if sub_envs is not None:
-            try:
-                envs_copy = copy.deepcopy((sub_envs, getattr(self.envs, "_autoreset_envs", None)))
-            except Exception:  # noqa: BLE001 - any copying failure means "not restorable"
-                envs_copy = None
-        return {
-            "obs": copy_obs(self.obs) if self.obs is not None else None,
-            "reset_row": self._reset_row_N.copy(),
-            "ep_return": self._ep_return_N.copy(),
-            "ep_length": self._ep_length_N.copy(),
-            "env_steps": self.env_steps,
-            "episodes": self.episodes,
-            "action_rng": self.envs.action_space.np_random.bit_generator.state,
-            "envs": envs_copy,
-        }
+        """The stepper's state (:meth:`rlcore.envs.stepping.EnvStepper.state_dict`: observation,
+        pending resets, partial episodes, counters and ``"envs"``, the sub-envs' snapshot or
+        ``None``) plus ``"action_rng"``, the action sampler's numpy ``bit_generator.state`` dict."""
+        state = self.stepper.state_dict()
+        state["action_rng"] = self.envs.action_space.np_random.bit_generator.state
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any], *, seed: int | None = None) -> None:
         """Restore :meth:`state_dict`.
@@ -204,27 +133,6 @@ class Collector:
         trusted) the envs are reset with ``seed`` (warns): partial episodes are dropped and the next
         episode of every env starts fresh; counters and the action sampler's RNG are restored either way.
         """
-        self.env_steps = int(state["env_steps"])
-        self.episodes = int(state["episodes"])
+        if not self.stepper.load_state_dict(state, seed=seed) and seed is not None:
+            self.envs.action_space.seed(seed)  # as reset() does; the saved RNG state follows
         self.envs.action_space.np_random.bit_generator.state = state["action_rng"]
-        if state.get("envs") is not None and hasattr(self.envs, "envs"):
-            sub_envs, autoreset = copy.deepcopy(state["envs"])
-            self.envs.envs = sub_envs
-            if autoreset is not None:
-                setattr(self.envs, "_autoreset_envs", autoreset)  # noqa: B010 - private SyncVectorEnv state
-            self.obs = copy_obs(state["obs"])
-            self._reset_row_N = state["reset_row"].copy()
-            self._ep_return_N = state["ep_return"].copy()
-            self._ep_length_N = state["ep_length"].copy()
-        else:
-            warnings.warn(
-                "no env snapshot to restore (none was saved, e.g. MuJoCo envs, or it was not loaded: a "
-                "checkpoint's env snapshot is a pickle, loaded only with trust_env_state=True / "
-                f"--trust-env-state): the envs are reset (seed {seed}) and every env starts a fresh "
-                "episode (partial episodes are dropped)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            rng_state = state["action_rng"]
-            self.reset(seed=seed)
-            self.envs.action_space.np_random.bit_generator.state = rng_state

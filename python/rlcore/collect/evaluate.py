@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
-from rlcore.envs.stepping import info_at
+from rlcore.envs.stepping import EnvStepper, Episode, collect_stats
+from rlcore.errors import InvalidValueError
 from rlcore.stats import EvalStats
 from rlcore.types import Policy
+
+__all__ = ["evaluate"]
 
 
 def evaluate(
@@ -17,42 +19,24 @@ def evaluate(
     """Run ``n_episodes`` full episodes with ``policy`` on ``envs`` (reset first) and summarise them.
 
     Episodes are spread evenly over the N sub-envs (env i runs ``n_episodes // N`` episodes, plus
-    one for the first ``n_episodes % N``), so short episodes are not over-represented.
+    one for the first ``n_episodes % N``), so short episodes are not over-represented. Stepping,
+    autoreset, returns and success are :class:`~rlcore.envs.stepping.EnvStepper`'s.
 
     Raises:
-        ValueError: ``n_episodes <= 0``.
+        InvalidValueError: ``n_episodes <= 0`` (a ``ValueError``).
     """
     if n_episodes <= 0:
-        raise ValueError(f"n_episodes must be > 0, got {n_episodes}")
-    n = int(envs.num_envs)
+        raise InvalidValueError(f"n_episodes must be > 0, got {n_episodes}")
+    stepper = EnvStepper(envs)
+    n = stepper.num_envs
     quota_N = np.full(n, n_episodes // n) + (np.arange(n) < n_episodes % n)
-    mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-    obs, _ = envs.reset(seed=seed)
-    ret_N = np.zeros(n)
-    len_N = np.zeros(n, dtype=np.int64)
-    reset_row_N = np.zeros(n, dtype=bool)
-    returns: list[float] = []
-    lengths: list[int] = []
-    successes: list[float] = []
+    stepper.reset(seed=seed)
+    ended: list[Episode] = []
     while (quota_N > 0).any():
-        obs, rew_N, term_N, trunc_N, info = envs.step(policy(obs))
-        live_N = ~reset_row_N
-        ret_N += np.where(live_N, rew_N, 0.0)
-        len_N += live_N
-        done_N = (term_N | trunc_N) & live_N
-        for i in np.flatnonzero(done_N):
-            if quota_N[i] > 0:
-                quota_N[i] -= 1
-                returns.append(float(ret_N[i]))
-                lengths.append(int(len_N[i]))
-                success = info_at(
-                    info["final_info"] if mode == AutoresetMode.SAME_STEP else info, "is_success", int(i)
-                )
-                if success is not None:
-                    successes.append(float(success))
-            ret_N[i] = 0.0
-            len_N[i] = 0
-        if mode == AutoresetMode.DISABLED and done_N.any():
-            obs, _ = envs.reset(options={"reset_mask": done_N})
-        reset_row_N = done_N if mode == AutoresetMode.NEXT_STEP else np.zeros_like(done_N)
-    return EvalStats.from_episodes(returns, lengths, successes)
+        step = stepper.step(policy(stepper.obs))
+        for episode in step.episodes:
+            if quota_N[episode.env] > 0:
+                quota_N[episode.env] -= 1
+                ended.append(episode)
+    stats = collect_stats(ended, env_steps=0, vector_steps=0, duration_s=0.0)
+    return EvalStats.from_episodes(stats.episode_returns, stats.episode_lengths, stats.episode_successes)

@@ -1,5 +1,6 @@
 """The distributed learner loop: one collect call in flight per collector, dead collectors
-restarted, one sample request in flight while the update runs (Ape-X shape)."""
+restarted, one sample request in flight while the update runs (Ape-X shape). Evaluation, stats,
+``run`` and checkpoints are :mod:`rlcore.trainers.loop`'s, as for every trainer."""
 
 from __future__ import annotations
 
@@ -16,13 +17,21 @@ from rlcore.distributed.ray_setup import _ray, _remote
 from rlcore.distributed.shard import BufferFactory
 from rlcore.distributed.sharded_buffer import ShardedReplayBuffer
 from rlcore.distributed.workers import CollectorWorker, WeightStore, policy_weights
-from rlcore.errors import ApiUsageError
+from rlcore.errors import ApiUsageError, InvalidValueError
+from rlcore.stats import CollectStats, EpochStats, mean_stats
+from rlcore.trainers import checkpoint
+from rlcore.trainers.loop import IterationClock, OwnState, Trainer, at_least
+from rlcore.trainers.off_policy import hand_back_priorities
 
 
 @dataclass(frozen=True, kw_only=True)
 class DistributedConfig:
     """Topology and schedule of a :class:`DistributedTrainer` (the training schedule itself is an
-    :class:`~rlcore.trainer.OffPolicyTrainerConfig`)."""
+    :class:`~rlcore.trainers.off_policy.OffPolicyTrainerConfig`).
+
+    Raises:
+        InvalidValueError: a field out of range (a ``ValueError``).
+    """
 
     num_collectors: int = 2
     """K collector actors, each with its own vector env."""
@@ -46,20 +55,30 @@ class DistributedConfig:
     ``config.eval_every`` iterations (an iteration takes one or more collect calls)."""
 
     def __post_init__(self) -> None:
-        if self.num_collectors < 1 or self.collect_env_steps < 1 or self.weight_sync_every < 1:
-            raise ValueError("num_collectors, collect_env_steps and weight_sync_every must be >= 1")
-        if self.chunk_rows < 1:
-            raise ValueError(f"chunk_rows must be >= 1, got {self.chunk_rows}")
-        if self.eval_every_env_steps is not None and self.eval_every_env_steps < 1:
-            raise ValueError(f"eval_every_env_steps must be >= 1 or None, got {self.eval_every_env_steps}")
+        at_least("num_collectors", self.num_collectors, 1)
+        at_least("collect_env_steps", self.collect_env_steps, 1)
+        at_least("weight_sync_every", self.weight_sync_every, 1)
+        at_least("batches_per_request", self.batches_per_request, 1)
+        at_least("chunk_rows", self.chunk_rows, 1)
+        at_least("max_collector_restarts", self.max_collector_restarts, -1)
+        at_least("eval_every_env_steps", self.eval_every_env_steps, 1, optional=True)
 
 
-_CHECKPOINT_KIND = "distributed"
+def _merged(parts: list[CollectStats]) -> CollectStats:
+    """The collect calls that finished in one iteration, as one :class:`CollectStats`."""
+    return CollectStats(
+        env_steps=sum(p.env_steps for p in parts),
+        vector_steps=sum(p.vector_steps for p in parts),
+        episode_returns=tuple(r for p in parts for r in p.episode_returns),
+        episode_lengths=tuple(n for p in parts for n in p.episode_lengths),
+        episode_successes=tuple(s for p in parts for s in p.episode_successes),
+        duration_s=sum(p.duration_s for p in parts),
+    )
 
 
-class DistributedTrainer:
+class DistributedTrainer(Trainer):
     """Off-policy training with remote collectors and a sharded buffer, as an iterator of
-    :class:`~rlcore.stats.EpochStats` (same contract as :class:`~rlcore.trainer.OffPolicyTrainer`).
+    :class:`~rlcore.stats.EpochStats` (same contract as :class:`~rlcore.trainers.OffPolicyTrainer`).
 
     Each ``next()``: wait until at least one collect call has finished, hand those collectors their
     next call at once (so they step while the learner updates; they are at most one call ahead),
@@ -85,7 +104,13 @@ class DistributedTrainer:
         config: the schedule (``collect_env_steps`` of it is ignored; see ``dist``).
         dist: topology.
         eval_envs: local vector env for deterministic evaluation.
+
+    Raises:
+        InvalidValueError: ``config.eval_every`` without ``eval_envs``, or ``buffer.num_envs`` not a
+            multiple of ``dist.num_collectors`` (a ``ValueError``).
     """
+
+    checkpoint_kind = "distributed"
 
     def __init__(
         self,
@@ -99,18 +124,14 @@ class DistributedTrainer:
         eval_envs: Any | None = None,
     ) -> None:
         ray = _ray()
-        if config.eval_every is not None and eval_envs is None:
-            raise ValueError("config.eval_every is set but no eval_envs were given")
+        super().__init__(algorithm, config, eval_envs)
         if buffer.num_envs % dist.num_collectors:
-            raise ValueError(
+            raise InvalidValueError(
                 f"buffer.num_envs={buffer.num_envs} must be num_collectors={dist.num_collectors} times "
                 "the envs per collector"
             )
-        self.algorithm = algorithm
         self.buffer = buffer
-        self.config = config
         self.dist = dist
-        self.eval_envs = eval_envs
         self.weights = _remote(WeightStore).options(num_cpus=0).remote()
         per = buffer.num_envs // dist.num_collectors
         actor = _remote(CollectorWorker).options(
@@ -126,8 +147,6 @@ class DistributedTrainer:
             )
             for k in range(dist.num_collectors)
         ]
-        self.iteration = 0
-        self.grad_steps = 0
         self.env_steps = 0
         self.episodes = 0
         self.collector_restarts = 0
@@ -136,7 +155,6 @@ class DistributedTrainer:
         self._retry_at: dict[int, float] = {}
         self._submitted = 0
         self._grad_credit = 0.0
-        self._evaluations = 0
         self._inflight: dict[Any, tuple[int, int]] = {}
         self._started = False
         self._beta_start = buffer.beta
@@ -157,9 +175,6 @@ class DistributedTrainer:
     def done(self) -> bool:
         """True once ``max_env_steps`` were collected."""
         return self.config.max_env_steps is not None and self.env_steps >= self.config.max_env_steps
-
-    def __iter__(self) -> DistributedTrainer:
-        return self
 
     def _publish(self) -> None:
         ray = _ray()
@@ -185,40 +200,11 @@ class DistributedTrainer:
             return next(self._sampler)
         return self.buffer.sample(c.batch_size, n_step=c.n_step, gamma=c.gamma)
 
-    def evaluate(self) -> Any:
-        """Deterministic episodes on the eval envs (see ``OffPolicyTrainer.evaluate``)."""
-        from rlcore.collect.evaluate import evaluate
-
-        if self.eval_envs is None:
-            raise RuntimeError("this trainer has no eval_envs")
-        self._evaluations += 1
-        seed = self.config.seed + 10_000 + 1_000 * self._evaluations
-        return evaluate(
-            lambda o: self.algorithm.act(o, deterministic=True),
-            self.eval_envs,
-            self.config.eval_episodes,
-            seed=seed,
-        )
-
-    def __next__(self) -> Any:
-        from rlcore.stats import EpisodeStats, EpochStats, TimeStats, mean_stats
-
-        ray, c = self._ray, self.config
-        if self.done and not self._inflight and not self._retry_at:
-            raise StopIteration
-        start = time.perf_counter()
-        if not self._started:  # the first next(), also of a resumed trainer
-            self._started = True
-            for k in range(len(self.collectors)):
-                self._submit(k)
+    def _finished_calls(self) -> list[CollectStats]:
+        """Wait for at least one collect call in flight (but not past the next retry of a
+        restarting collector), take every finished one, and hand its collector the next call."""
+        ray = self._ray
         now = time.monotonic()
-        for k, at in list(self._retry_at.items()):
-            if at <= now:
-                del self._retry_at[k]
-                self._submit(k)
-        if not self._inflight and not self._retry_at:
-            raise StopIteration
-        # wait for a collect call, but not past the next retry of a restarting collector
         timeout = max(0.0, min(self._retry_at.values()) - now) if self._retry_at else None
         ready: list[Any] = []
         if self._inflight:
@@ -227,10 +213,7 @@ class DistributedTrainer:
             ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0] if rest else []
         elif timeout:
             time.sleep(timeout)
-        returns: list[float] = []
-        lengths: list[int] = []
-        successes: list[float] = []
-        collected = 0
+        finished: list[CollectStats] = []
         for ref in ready:
             k, n = self._inflight.pop(ref)
             try:
@@ -250,84 +233,74 @@ class DistributedTrainer:
                     raise
             else:
                 self.collector_restarts += restarted
-                collected += stats.env_steps
-                returns += stats.episode_returns
-                lengths += stats.episode_lengths
-                successes += stats.episode_successes
+                finished.append(stats)
             self._submit(k)
-        self.env_steps += collected
-        self.episodes += len(returns)
-        t_collect = time.perf_counter()
+        return finished
 
+    def _eval_due_after(self, collected: int) -> bool:
+        """Every ``dist.eval_every_env_steps`` env steps (when set; else every ``config.eval_every``
+        iterations) and at the last iteration, when there are eval envs."""
+        last = self.done and not self._inflight
+        every = self.dist.eval_every_env_steps
+        if self.eval_envs is None:
+            return False
+        if every is None:
+            return self._eval_due(last=last)
+        return self.env_steps // every > (self.env_steps - collected) // every or last
+
+    def __next__(self) -> EpochStats:
+        c = self.config
+        if self.done and not self._inflight and not self._retry_at:
+            raise StopIteration
+        clock = IterationClock()
+        if not self._started:  # the first next(), also of a resumed trainer
+            self._started = True
+            for k in range(len(self.collectors)):
+                self._submit(k)
+        now = time.monotonic()
+        for k, at in list(self._retry_at.items()):
+            if at <= now:
+                del self._retry_at[k]
+                self._submit(k)
+        if not self._inflight and not self._retry_at:
+            raise StopIteration
+
+        # Collect: the calls that finished (their collectors already have their next call).
+        collected = _merged(self._finished_calls())
+        self.env_steps += collected.env_steps
+        self.episodes += len(collected.episode_returns)
+        clock.collected()
+
+        # Update.
         algo_stats: list[Any] = []
-        past_warmup = min(collected, self.env_steps - c.warmup_env_steps)
+        past_warmup = min(collected.env_steps, self.env_steps - c.warmup_env_steps)
         if past_warmup > 0:
             self._grad_credit += c.utd_ratio * past_warmup
             n_grad = int(self._grad_credit)
             self._grad_credit -= n_grad
             for _ in range(n_grad):
                 batch = self._next_batch()
-                update_stats = self.algorithm.update(batch)
-                algo_stats.append(update_stats)
-                if batch.weights is not None and update_stats.priorities is not None:
-                    self.buffer.update_priorities(batch.indices, update_stats.priorities)
+                stats = self.algorithm.update(batch)
+                hand_back_priorities(self.buffer, batch, stats)
+                algo_stats.append(stats)
                 self.grad_steps += 1
                 if self.grad_steps % self.dist.weight_sync_every == 0:
                     self._publish()
         if c.per_beta_end is not None and self._beta_start is not None and c.max_env_steps is not None:
             frac = min(1.0, self.env_steps / c.max_env_steps)
             self.buffer.beta = self._beta_start + frac * (c.per_beta_end - self._beta_start)
-        t_update = time.perf_counter()
+        clock.updated()
 
+        # Evaluate.
         self.iteration += 1
-        eval_stats = None
-        last = self.done and not self._inflight
-        every = self.dist.eval_every_env_steps
-        if every is not None:
-            due = self.env_steps // every > (self.env_steps - collected) // every
-        else:
-            due = c.eval_every is not None and self.iteration % c.eval_every == 0
-        if self.eval_envs is not None and (due or (last and (every is not None or c.eval_every is not None))):
-            eval_stats = self.evaluate()
-        end = time.perf_counter()
-        return EpochStats(
-            iteration=self.iteration,
-            env_steps=self.env_steps,
-            grad_steps=self.grad_steps,
-            rollout=EpisodeStats.from_episodes(tuple(returns), tuple(lengths), tuple(successes)),
-            train=mean_stats(algo_stats),
-            eval=eval_stats,
-            time=TimeStats(
-                env_steps=self.env_steps,
-                grad_steps=self.grad_steps,
-                episodes=self.episodes,
-                collect_s=t_collect - start,
-                update_s=t_update - t_collect,
-                eval_s=end - t_update,
-                iteration_s=end - start,
-                env_steps_per_s=collected / max(end - start, 1e-9),
-            ),
-        )
+        eval_stats = self.evaluate() if self._eval_due_after(collected.env_steps) else None
+        return self._epoch_stats(clock, collected, train=mean_stats(algo_stats), eval_stats=eval_stats)
 
-    def run(self, logger: Any | None = None) -> Any:
-        """Iterate until ``max_env_steps``, writing every iteration to ``logger``; return the last
-        stats.
-
-        Raises:
-            ValueError: ``max_env_steps`` is ``None``.
-        """
-        if self.config.max_env_steps is None:
-            raise ValueError("run() needs config.max_env_steps")
-        last = None
-        for stats in self:
-            if logger is not None:
-                logger.write(stats)
-            last = stats
-        return last
+    # ------------------------------------------------------------------ checkpoints
 
     def save_checkpoint(self, path: str | Path) -> Path:
-        """Write a checkpoint into the directory ``path`` (:mod:`rlcore.trainers.checkpoint`): algorithm and
-        RNG states in ``trainer.pt``, counters in ``counters.json``, every shard with
+        """Write a checkpoint into the directory ``path`` (:meth:`rlcore.trainers.loop.Trainer.save_checkpoint`):
+        algorithm and RNG states in ``trainer.pt``, counters in ``counters.json``, every shard with
         :meth:`ShardedReplayBuffer.save` (the collectors' envs live in their actors and are not
         saved). Collect calls still in flight keep writing while the shards save, so the saved
         shards can hold rows that ``env_steps`` does not count yet (as after a collector restart);
@@ -337,34 +310,14 @@ class DistributedTrainer:
             CheckpointError: the algorithm's state holds something a checkpoint cannot store.
             OSError: the directory cannot be written (a previous checkpoint there stays intact).
         """
-        from rlcore.trainers import checkpoint
-
-        return checkpoint.save(
-            path,
-            trainer=_CHECKPOINT_KIND,
-            state={"algorithm": self.algorithm.state_dict(), "rng": checkpoint.capture_rng()},
-            counters={
-                "iteration": self.iteration,
-                "env_steps": self.env_steps,
-                "episodes": self.episodes,
-                "grad_steps": self.grad_steps,
-                "grad_credit": self._grad_credit,
-                "evaluations": self._evaluations,
-                "buffer_beta": self.buffer.beta,
-            },
-            buffer=self.buffer,
-            info={
-                "config": dataclasses.asdict(self.config),
-                "dist": dataclasses.asdict(self.dist),
-                "shard_capacity": self.buffer.shard_capacity,
-            },
-        )
+        return super().save_checkpoint(path)
 
     def load_checkpoint(self, path: str | Path, *, trust_env_state: bool = False) -> None:
-        """Restore :meth:`save_checkpoint` into this freshly built trainer: algorithm, shards,
-        counters and RNGs; the new weights are published, and every collector resets its envs with
-        ``rlcore.trainers.checkpoint.resume_seed(config.seed, iteration) + 100 * k`` (fresh episodes: the
-        envs ran in actors and have no snapshot). Nothing from the files runs as code.
+        """Restore :meth:`save_checkpoint` into this freshly built trainer
+        (:meth:`rlcore.trainers.loop.Trainer.load_checkpoint`): algorithm, shards, counters and RNGs;
+        the new weights are published, and every collector resets its envs with
+        ``rlcore.trainers.checkpoint.resume_seed(config.seed, iteration) + 100 * k`` (fresh episodes:
+        the envs ran in actors and have no snapshot). Nothing from the files runs as code.
 
         Args:
             trust_env_state: accepted for the common trainer signature (there is no env snapshot).
@@ -376,29 +329,35 @@ class DistributedTrainer:
             SaveFileError: a shard's save is corrupt or does not fit.
             ApiUsageError: the trainer has already started iterating.
         """
-        from rlcore.trainers import checkpoint
-
         if self._started:
             raise ApiUsageError("load_checkpoint needs a freshly built DistributedTrainer (before next())")
-        ckpt = checkpoint.load(path, trainer=_CHECKPOINT_KIND, trust_env_state=trust_env_state)
-        algorithm, rng = ckpt.part("algorithm"), ckpt.part("rng")
-        counters = {
-            k: ckpt.counter(k)
-            for k in ("iteration", "env_steps", "episodes", "grad_steps", "grad_credit", "evaluations")
-        }
-        beta = ckpt.counter("buffer_beta")
+        super().load_checkpoint(path, trust_env_state=trust_env_state)
+        self._publish()
+
+    def _own_state(self) -> OwnState:
+        """Env steps and episodes (the collectors count them for the learner), the gradient-step
+        credit, the PER ``beta`` and the shards."""
+        return OwnState(
+            counters={
+                "env_steps": self.env_steps,
+                "episodes": self.episodes,
+                "grad_credit": self._grad_credit,
+                "buffer_beta": self.buffer.beta,
+            },
+            buffer=self.buffer,
+            info={"dist": dataclasses.asdict(self.dist), "shard_capacity": self.buffer.shard_capacity},
+        )
+
+    def _load_own_state(self, ckpt: checkpoint.Checkpoint, iteration: int) -> None:
+        env_steps, episodes = int(ckpt.counter("env_steps")), int(ckpt.counter("episodes"))
+        grad_credit, beta = float(ckpt.counter("grad_credit")), ckpt.counter("buffer_beta")
         ckpt.restore_buffer(self.buffer)
-        self.algorithm.load_state_dict(algorithm)
-        self.iteration, self.env_steps = int(counters["iteration"]), int(counters["env_steps"])
-        self.episodes, self.grad_steps = int(counters["episodes"]), int(counters["grad_steps"])
-        self._grad_credit, self._evaluations = float(counters["grad_credit"]), int(counters["evaluations"])
-        self._submitted = self.env_steps
+        self.env_steps, self.episodes, self._grad_credit = env_steps, episodes, grad_credit
+        self._submitted = env_steps
         if beta is not None and self.buffer.prioritized:
             self.buffer.beta = float(beta)
-        seed = checkpoint.resume_seed(self.config.seed, self.iteration)
+        seed = checkpoint.resume_seed(self.config.seed, iteration)
         self._ray.get([c.reset.remote(seed + 100 * k) for k, c in enumerate(self.collectors)])
-        checkpoint.restore_rng(rng)
-        self._publish()
 
     @classmethod
     def resume(

@@ -1,17 +1,61 @@
-"""Stepping gymnasium vector envs: observation copies and per-env info lookup shared by the
-collector, the rollout sampler and evaluation.
+"""THE env stepper: one place that steps a gymnasium vector env for the collector, the rollout
+sampler, evaluation and the expert recorder.
+
+:class:`EnvStepper` owns everything that must be right at every vector step and is the same for all
+of them:
+
+* **Autoreset** (``envs.metadata["autoreset_mode"]``, gymnasium >= 1.0):
+
+  - ``NEXT_STEP`` (default): the step after a done returns the reset observation with reward 0, no
+    flags, and ignores the action. That row is **not a transition** (``Step.transition_N`` is False
+    there); the true final observation was the ``obs_next`` of the done step (CASES.md #6).
+  - ``SAME_STEP``: the done step returns the reset observation; the true final observation is in
+    ``info["final_obs"]`` and becomes ``Step.obs_next`` of that row. Every row is a transition.
+  - ``DISABLED``: the stepper resets done envs itself (``options={"reset_mask": done}``) after the
+    step; the observation the done step returned is the final one. Every row is a transition.
+
+* **Episode accounting**: undiscounted returns (the env's own reward, float64) and lengths (in
+  transitions) of every sub-env's current episode; each finished episode comes back once, in
+  ``Step.episodes``, with its success.
+* **Success**, extracted in one place (:func:`episode_success`): ``info["is_success"]`` of the done
+  step (NEXT_STEP, DISABLED) or ``info["final_info"]["is_success"]`` (SAME_STEP), honouring the
+  vector env's ``_is_success`` mask; ``None`` when the env does not report it.
+* **Own copies**: the observation the next step starts from (:attr:`EnvStepper.obs`) and
+  ``Step.obs_next`` are the stepper's own arrays, never the env's: vector envs made with
+  ``copy=False`` (or shared memory) rewrite the array they returned at their next step or reset
+  (CASES.md #15). The stepper never writes into an array it handed out.
+* **Snapshots** for checkpoints: :meth:`EnvStepper.state_dict` / :meth:`EnvStepper.load_state_dict`.
 
 Observations may be a NumPy array ``[N, *O]`` or a dict of such arrays (dict observation spaces).
+Dimension letters: N envs, O observation shape.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import copy
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
+import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
-__all__ = ["copy_obs", "info_at", "obs_rows", "set_obs_row"]
+from rlcore.errors import ApiUsageError
+from rlcore.stats import CollectStats
+
+__all__ = [
+    "EnvStepper",
+    "Episode",
+    "Step",
+    "autoreset_mode",
+    "collect_stats",
+    "copy_obs",
+    "episode_success",
+    "info_at",
+    "obs_rows",
+    "set_obs_row",
+]
 
 
 def obs_rows(obs: Any, idx: np.ndarray) -> Any:
@@ -46,3 +90,230 @@ def info_at(info: Mapping[str, Any], key: str, i: int) -> Any | None:
     if mask is not None and not mask[i]:
         return None
     return info[key][i]
+
+
+def autoreset_mode(envs: gym.vector.VectorEnv) -> AutoresetMode:
+    """The vector env's autoreset mode (``NEXT_STEP`` when its metadata does not say)."""
+    mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    return AutoresetMode(mode) if isinstance(mode, str) else mode
+
+
+def episode_success(info: Mapping[str, Any], i: int, mode: AutoresetMode) -> float | None:
+    """``is_success`` of the episode that env ``i`` ended at the step that returned ``info``:
+    from ``info["final_info"]`` under ``SAME_STEP`` (``info`` itself is the reset's by then), from
+    ``info`` otherwise; ``None`` when env ``i`` did not report it."""
+    if mode == AutoresetMode.SAME_STEP:
+        info = info.get("final_info", {})
+    success = info_at(info, "is_success", i)
+    return None if success is None else float(success)
+
+
+class Episode(NamedTuple):
+    """One finished episode of one sub-env."""
+
+    env: int
+    """Index of the sub-env that ran it."""
+    ret: float
+    """Undiscounted return with the env's own reward."""
+    length: int
+    """Length in transitions (env steps)."""
+    success: float | None
+    """``is_success`` at its last step; ``None`` when the env does not report it."""
+
+
+class Step(NamedTuple):
+    """What one :meth:`EnvStepper.step` did. Arrays are ``[N, ...]``; none of them is the env's own
+    array, and the stepper never writes into them afterwards."""
+
+    obs: Any
+    """Observation each env acted on (the stepper's copy)."""
+    act: Any
+    """The action passed to ``envs.step``."""
+    rew_N: np.ndarray
+    """The env's reward as it returned it (0 on NEXT_STEP reset rows)."""
+    terminated_N: np.ndarray
+    """``terminated`` as the env returned it."""
+    truncated_N: np.ndarray
+    """``truncated`` as the env returned it."""
+    obs_next: Any
+    """The true next observation of each row: the final observation where an episode ended (all
+    modes), the reset observation on NEXT_STEP reset rows."""
+    transition_N: np.ndarray
+    """bool: rows that are transitions (False only on NEXT_STEP reset rows)."""
+    done_N: np.ndarray
+    """bool: transitions that ended an episode (terminated or truncated)."""
+    info: Mapping[str, Any]
+    """The env's info dict of this step."""
+    transitions: int
+    """Number of transition rows (``transition_N.sum()``)."""
+    episodes: tuple[Episode, ...]
+    """The episodes that ended at this step, in env order."""
+
+
+def collect_stats(
+    episodes: Sequence[Episode], *, env_steps: int, vector_steps: int, duration_s: float
+) -> CollectStats:
+    """A :class:`~rlcore.stats.CollectStats` of ``episodes`` (successes of the episodes that report one)."""
+    return CollectStats(
+        env_steps=env_steps,
+        vector_steps=vector_steps,
+        episode_returns=tuple(e.ret for e in episodes),
+        episode_lengths=tuple(e.length for e in episodes),
+        episode_successes=tuple(e.success for e in episodes if e.success is not None),
+        duration_s=duration_s,
+    )
+
+
+class EnvStepper:
+    """Steps a gymnasium vector env and keeps what one step needs to know about the ones before.
+
+    Args:
+        envs: a gymnasium ``VectorEnv`` (``SyncVectorEnv``, ``AsyncVectorEnv`` or anything with the
+            same API) with N sub-envs, in any autoreset mode.
+
+    The stepper does not reset at construction: call :meth:`reset` once first.
+
+    Attributes:
+        obs: the observation the next step starts from (the stepper's own copy), ``None`` before
+            the first :meth:`reset`.
+        env_steps: transitions stepped since construction (restored by :meth:`load_state_dict`).
+        episodes: episodes finished since construction (restored by :meth:`load_state_dict`).
+    """
+
+    def __init__(self, envs: gym.vector.VectorEnv) -> None:
+        self.envs = envs
+        self.num_envs = int(envs.num_envs)
+        self.autoreset_mode = autoreset_mode(envs)
+        self.obs: Any = None
+        self.env_steps = 0
+        self.episodes = 0
+        self._next_is_reset_N = np.zeros(self.num_envs, dtype=bool)
+        self._ep_return_N = np.zeros(self.num_envs, dtype=np.float64)
+        self._ep_length_N = np.zeros(self.num_envs, dtype=np.int64)
+
+    @property
+    def needs_reset(self) -> bool:
+        """True until :meth:`reset` (or :meth:`load_state_dict`) was called once."""
+        return self.obs is None
+
+    @property
+    def next_is_reset_N(self) -> np.ndarray:
+        """bool ``[N]``: the rows of the next step that are NEXT_STEP resets, not transitions (a copy)."""
+        return self._next_is_reset_N.copy()
+
+    def reset(self, *, seed: int | None = None) -> None:
+        """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and forget partial episodes."""
+        obs, _ = self.envs.reset(seed=seed)
+        self.obs = copy_obs(obs)
+        self._next_is_reset_N[:] = False
+        self._ep_return_N[:] = 0.0
+        self._ep_length_N[:] = 0
+
+    def step(self, act: Any) -> Step:
+        """Step every sub-env with ``act`` (``[N, *A]``) and account for what happened.
+
+        Raises:
+            ApiUsageError: :meth:`reset` was never called.
+        """
+        if self.obs is None:
+            raise ApiUsageError("EnvStepper.step() before reset(): call reset(seed=...) once first")
+        mode = self.autoreset_mode
+        obs = self.obs
+        env_obs, rew_N, term_N, trunc_N, info = self.envs.step(act)
+        rew_N = np.asarray(rew_N)
+        transition_N = ~self._next_is_reset_N
+        done_N = (term_N | trunc_N) & transition_N
+        done_idx = np.flatnonzero(done_N)
+
+        # The true next observation of every row, and the one the next step starts from; both ours.
+        if done_idx.size and mode == AutoresetMode.SAME_STEP:
+            obs_next = copy_obs(env_obs)
+            for i in done_idx:
+                set_obs_row(obs_next, int(i), info["final_obs"][i])
+            self.obs = copy_obs(env_obs)
+        elif done_idx.size and mode == AutoresetMode.DISABLED:
+            obs_next = copy_obs(env_obs)  # before the reset rewrites a copy=False env's array
+            env_obs, _ = self.envs.reset(options={"reset_mask": done_N})
+            self.obs = copy_obs(env_obs)
+        else:
+            self.obs = obs_next = copy_obs(env_obs)
+
+        # Episode accounting: env reward, transitions only.
+        self._ep_return_N += np.where(transition_N, rew_N, 0.0)
+        self._ep_length_N += transition_N
+        episodes: tuple[Episode, ...] = ()
+        if done_idx.size:
+            episodes = tuple(
+                Episode(
+                    int(i),
+                    float(self._ep_return_N[i]),
+                    int(self._ep_length_N[i]),
+                    episode_success(info, int(i), mode),
+                )
+                for i in done_idx
+            )
+            self._ep_return_N[done_idx] = 0.0
+            self._ep_length_N[done_idx] = 0
+        # NEXT_STEP: the next row of a done env is its reset and carries no transition.
+        self._next_is_reset_N = done_N if mode == AutoresetMode.NEXT_STEP else np.zeros_like(done_N)
+        transitions = int(transition_N.sum())
+        self.env_steps += transitions
+        self.episodes += len(episodes)
+        return Step(
+            obs, act, rew_N, term_N, trunc_N, obs_next, transition_N, done_N, info, transitions, episodes
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The current observation, pending NEXT_STEP resets, partial episodes and counters (numpy
+        arrays and plain values), plus ``"envs"``: a deep copy of a ``SyncVectorEnv``'s sub-envs and
+        its pending autoresets, ``(sub_envs, autoreset_N)``, when they allow it (classic-control envs
+        do; MuJoCo envs do not), else ``None``. ``"envs"`` is the one part only a pickle can store:
+        trainers write it to a checkpoint file of its own, read back only on request
+        (:mod:`rlcore.trainers.checkpoint`, ``trust_env_state``)."""
+        envs_copy: Any = None
+        sub_envs = getattr(self.envs, "envs", None)
+        if sub_envs is not None:
+            try:
+                envs_copy = copy.deepcopy((sub_envs, getattr(self.envs, "_autoreset_envs", None)))
+            except Exception:  # noqa: BLE001 - any copying failure means "not restorable"
+                envs_copy = None
+        return {
+            "obs": None if self.obs is None else copy_obs(self.obs),
+            "reset_row": self._next_is_reset_N.copy(),
+            "ep_return": self._ep_return_N.copy(),
+            "ep_length": self._ep_length_N.copy(),
+            "env_steps": self.env_steps,
+            "episodes": self.episodes,
+            "envs": envs_copy,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any], *, seed: int | None = None) -> bool:
+        """Restore :meth:`state_dict`; return True when the envs continue exactly where they were.
+
+        With ``state["envs"]`` (the sub-envs and pending autoresets) everything is restored. Without
+        it (``None``: envs that do not copy, or an env snapshot that was not trusted) the envs are
+        reset with ``seed`` (warns, and returns False): partial episodes are dropped and every env
+        starts a fresh episode; the counters are restored either way.
+        """
+        self.env_steps = int(state["env_steps"])
+        self.episodes = int(state["episodes"])
+        if state.get("envs") is not None and hasattr(self.envs, "envs"):
+            sub_envs, autoreset = copy.deepcopy(state["envs"])
+            self.envs.envs = sub_envs
+            if autoreset is not None:
+                setattr(self.envs, "_autoreset_envs", autoreset)  # noqa: B010 - private SyncVectorEnv state
+            self.obs = copy_obs(state["obs"])
+            self._next_is_reset_N = np.array(state["reset_row"], dtype=bool)
+            self._ep_return_N = np.array(state["ep_return"], dtype=np.float64)
+            self._ep_length_N = np.array(state["ep_length"], dtype=np.int64)
+            return True
+        warnings.warn(
+            "no env snapshot to restore (none was saved, e.g. MuJoCo envs, or it was not loaded: a "
+            "checkpoint's env snapshot is a pickle, loaded only with trust_env_state=True / "
+            f"--trust-env-state): the envs are reset (seed {seed}) and every env starts a fresh "
+            "episode (partial episodes are dropped)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        self.reset(seed=seed)
+        return False

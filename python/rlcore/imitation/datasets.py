@@ -1,5 +1,6 @@
-"""Imitation learning: expert datasets, the :class:`OfflineTrainer` (behaviour cloning) and the
-:class:`GAILTrainer`, plus the CLI commands ``rlcore collect-expert`` and
+"""Imitation learning data: expert datasets recorded from a trained policy, for behaviour cloning
+(:class:`~rlcore.trainers.OfflineTrainer`) and GAIL (:class:`~rlcore.trainers.OnPolicyTrainer` with
+``reward_fn=gail.reward``) and the CLI commands ``rlcore collect-expert`` and
 ``rlcore train --algo {bc,gail} --expert PATH``.
 
 Expert data cannot be downloaded here (no D4RL / Minari at run time), so an expert is trained with
@@ -26,6 +27,8 @@ import gymnasium as gym
 import numpy as np
 
 from rlcore import buffers
+from rlcore.envs.stepping import EnvStepper, Episode
+from rlcore.errors import InvalidValueError
 from rlcore.imitation.minari import export_minari
 from rlcore.trainers import checkpoint as ckpt_format
 
@@ -114,29 +117,32 @@ def load_expert_policy(
 def _record_rows(
     policy: Callable[[np.ndarray], np.ndarray], env_id: str, n_episodes: int, *, seed: int
 ) -> tuple[dict[str, np.ndarray], list[float]]:
-    """Roll out ``policy`` for ``n_episodes`` episodes; the time-ordered arrays ``obs``, ``act``,
-    ``rew``, ``term``, ``trunc``, ``obs_next`` (leading dimension T) and the episode returns."""
+    """Roll out ``policy`` for ``n_episodes`` episodes on one env with the env stepper (episode k
+    from ``reset(seed=seed + k)``); the time-ordered arrays ``obs``, ``act``, ``rew``, ``term``,
+    ``trunc``, ``obs_next`` (leading dimension T) and the episode returns. The rows are the
+    stepper's own copies (CASES.md #15)."""
     if n_episodes < 1:
-        raise ValueError(f"n_episodes must be >= 1, got {n_episodes}")
-    env = gym.make(env_id)
-    space = env.action_space
+        raise InvalidValueError(f"n_episodes must be >= 1, got {n_episodes}")
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)])
+    stepper = EnvStepper(envs)
+    space = envs.single_action_space
     clip = (space.low, space.high) if isinstance(space, gym.spaces.Box) else None
     rows: dict[str, list[Any]] = {k: [] for k in ("obs", "act", "rew", "term", "trunc", "obs_next")}
     returns: list[float] = []
     for k in range(n_episodes):
-        obs, _ = env.reset(seed=seed + k)
-        total, done = 0.0, False
-        while not done:
-            act = np.asarray(policy(np.asarray(obs)[None]))[0]
+        stepper.reset(seed=seed + k)
+        episode: tuple[Episode, ...] = ()
+        while not episode:
+            act = np.asarray(policy(stepper.obs))
             if clip is not None:
                 act = np.clip(act, *clip).astype(np.float32)
-            obs_next, rew, term, trunc, _ = env.step(act)
-            for key, v in zip(rows, (obs, act, rew, term, trunc, obs_next), strict=True):
-                rows[key].append(v)
-            total += float(rew)
-            obs, done = obs_next, bool(term or trunc)
-        returns.append(total)
-    env.close()
+            step = stepper.step(act)
+            row = (step.obs, act, step.rew_N, step.terminated_N, step.truncated_N, step.obs_next)
+            for key, v in zip(rows, row, strict=True):
+                rows[key].append(v[0])
+            episode = step.episodes
+        returns.append(episode[0].ret)
+    envs.close()
     arrays = {
         "obs": np.asarray(rows["obs"]),
         "act": np.asarray(rows["act"]),

@@ -9,7 +9,10 @@ Same contract as :class:`rlcore.trainer.OffPolicyTrainer`:
 * Iteration stops once ``max_env_steps`` env steps (valid transitions) were collected.
 * ``iter(trainer)`` returns the trainer itself and never resets anything: several trainers can be
   advanced side by side with ``zip``, and a loop left early continues where it stopped. The envs are
-  reset once, before the first rollout.
+  reset once, before the first rollout (the loop, evaluation, stats, ``run`` and checkpoints are
+  :mod:`rlcore.trainers.loop`'s).
+* GAIL is this trainer with GAIL's learned reward:
+  ``OnPolicyTrainer(gail, envs, config=..., reward_fn=gail.reward)``.
 * After any ``next()``, :meth:`save_checkpoint` stores the algorithm (networks, optimizer,
   normalisers, shuffling RNG), the sampler, counters and the RNGs as data
   (:mod:`rlcore.trainers.checkpoint`), plus an env snapshot in a file of its own when the envs pickle; a
@@ -20,33 +23,30 @@ Same contract as :class:`rlcore.trainer.OffPolicyTrainer`:
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from collections.abc import Iterator
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from rlcore.algos.actor_critic import OnPolicyAlgorithm
 from rlcore.algos.gail import GAIL
-from rlcore.collect.evaluate import evaluate
 from rlcore.collect.sampler import RolloutSampler
-from rlcore.logging import Logger, write_iterations
-from rlcore.stats import EpisodeStats, EpochStats, EvalStats, TimeStats
+from rlcore.stats import EpochStats
 from rlcore.trainers import checkpoint
+from rlcore.trainers.loop import IterationClock, OwnState, Trainer, at_least
 from rlcore.types import RewardFn
 
-__all__ = ["OnPolicyTrainer", "OnPolicyTrainerConfig"]
-
-_CHECKPOINT_KIND = "on-policy"
+__all__ = ["GAILTrainer", "OnPolicyTrainer", "OnPolicyTrainerConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class OnPolicyTrainerConfig:
-    """Schedule of an :class:`OnPolicyTrainer`."""
+    """Schedule of an :class:`OnPolicyTrainer`.
+
+    Raises:
+        InvalidValueError: a field out of range (a ``ValueError``).
+    """
 
     max_env_steps: int | None = None
     """Stop iterating once this many training env steps were collected (``None``: never stop)."""
@@ -60,25 +60,26 @@ class OnPolicyTrainerConfig:
     """Seed of the training envs' first reset; eval envs use ``seed + 10_000 + 1_000 * k``."""
 
     def __post_init__(self) -> None:
-        if self.num_steps < 1:
-            raise ValueError(f"num_steps must be >= 1, got {self.num_steps}")
-        if self.eval_every is not None and self.eval_every < 1:
-            raise ValueError(f"eval_every must be >= 1 or None, got {self.eval_every}")
-        if self.eval_episodes < 1:
-            raise ValueError(f"eval_episodes must be >= 1, got {self.eval_episodes}")
-        if self.max_env_steps is not None and self.max_env_steps < 1:
-            raise ValueError(f"max_env_steps must be >= 1 or None, got {self.max_env_steps}")
+        at_least("num_steps", self.num_steps, 1)
+        at_least("eval_every", self.eval_every, 1, optional=True)
+        at_least("eval_episodes", self.eval_episodes, 1)
+        at_least("max_env_steps", self.max_env_steps, 1, optional=True)
 
 
-class OnPolicyTrainer:
+class OnPolicyTrainer(Trainer):
     """On-policy training loop as an iterator of :class:`~rlcore.stats.EpochStats`.
 
     Args:
-        algorithm: implements :class:`~rlcore.algos.actor_critic.OnPolicyAlgorithm` (VPG, A2C, PPO).
+        algorithm: implements :class:`~rlcore.algos.actor_critic.OnPolicyAlgorithm` (VPG, A2C, PPO,
+            or :class:`~rlcore.algos.gail.GAIL` with ``reward_fn=gail.reward``).
         envs: training vector env (N sub-envs).
         config: the schedule.
         eval_envs: separate vector env for deterministic evaluation (``None``: no evaluation).
-        reward_fn: optional ``reward_fn(obs, act, obs_next, rew) -> rew`` for the rewards learned from.
+        reward_fn: optional ``reward_fn(obs, act, obs_next, rew) -> rew`` for the rewards learned
+            from (``rollout``/``eval`` episode stats keep the env's own reward).
+
+    Raises:
+        InvalidValueError: ``config.eval_every`` without ``eval_envs``.
 
     Example::
 
@@ -86,6 +87,8 @@ class OnPolicyTrainer:
         for stats in trainer:
             print(stats.env_steps, stats.rollout.return_mean, stats.train.approx_kl)
     """
+
+    checkpoint_kind = "on-policy"
 
     def __init__(
         self,
@@ -96,46 +99,23 @@ class OnPolicyTrainer:
         eval_envs: gym.vector.VectorEnv | None = None,
         reward_fn: RewardFn | None = None,
     ) -> None:
-        if config.eval_every is not None and eval_envs is None:
-            raise ValueError("config.eval_every is set but no eval_envs were given")
-        self.algorithm = algorithm
-        self.config = config
+        super().__init__(algorithm, config, eval_envs, clip_eval_actions=True)
         self.sampler = RolloutSampler(envs, reward_fn=reward_fn)
-        self.eval_envs = eval_envs
-        self.iteration = 0
-        self.grad_steps = 0
-        self._evaluations = 0
-        space = envs.single_action_space
-        self._clip = (space.low, space.high) if isinstance(space, gym.spaces.Box) else None
 
     @property
-    def env_steps(self) -> int:
+    def env_steps(self) -> int:  # type: ignore[override]
         """Cumulative training env steps (valid transitions)."""
         return self.sampler.env_steps
+
+    @property
+    def episodes(self) -> int:  # type: ignore[override]
+        """Cumulative finished training episodes."""
+        return self.sampler.episodes
 
     @property
     def done(self) -> bool:
         """True once ``max_env_steps`` is reached."""
         return self.config.max_env_steps is not None and self.env_steps >= self.config.max_env_steps
-
-    def __iter__(self) -> Iterator[EpochStats]:
-        return self
-
-    def _greedy(self, obs: Any) -> np.ndarray:
-        act = self.algorithm.act(obs, deterministic=True)
-        return act if self._clip is None else np.clip(act, *self._clip)
-
-    def evaluate(self) -> EvalStats:
-        """Run ``eval_episodes`` deterministic episodes on the eval envs (reset with fresh seeds).
-
-        Raises:
-            RuntimeError: the trainer has no eval envs.
-        """
-        if self.eval_envs is None:
-            raise RuntimeError("this trainer has no eval_envs")
-        self._evaluations += 1
-        seed = self.config.seed + 10_000 + 1_000 * self._evaluations
-        return evaluate(self._greedy, self.eval_envs, self.config.eval_episodes, seed=seed)
 
     def __next__(self) -> EpochStats:
         c = self.config
@@ -143,108 +123,34 @@ class OnPolicyTrainer:
             raise StopIteration
         if self.sampler.needs_reset:
             self.sampler.reset(seed=c.seed)
-        start = time.perf_counter()
+        clock = IterationClock()
 
         # Sample a rollout.
         rollout, collected = self.sampler.sample(self.algorithm, self.sampler.envs, c.num_steps)
-        t_collect = time.perf_counter()
+        clock.collected()
 
         # Update.
         algo_stats = self.algorithm.update(rollout)
         self.grad_steps += int(getattr(algo_stats, "grad_steps", 1))
-        t_update = time.perf_counter()
+        clock.updated()
 
         # Evaluate.
         self.iteration += 1
-        eval_stats = None
-        if c.eval_every is not None and (self.iteration % c.eval_every == 0 or self.done):
-            eval_stats = self.evaluate()
-        end = time.perf_counter()
-
-        return EpochStats(
-            iteration=self.iteration,
-            env_steps=self.env_steps,
-            grad_steps=self.grad_steps,
-            rollout=EpisodeStats.from_episodes(
-                collected.episode_returns, collected.episode_lengths, collected.episode_successes
-            ),
-            train=algo_stats,
-            eval=eval_stats,
-            time=TimeStats(
-                env_steps=self.env_steps,
-                grad_steps=self.grad_steps,
-                episodes=self.sampler.episodes,
-                collect_s=t_collect - start,
-                update_s=t_update - t_collect,
-                eval_s=end - t_update,
-                iteration_s=end - start,
-                env_steps_per_s=collected.env_steps / max(t_update - start, 1e-9),
-            ),
-        )
-
-    def run(self, logger: Logger | None = None) -> EpochStats | None:
-        """Iterate until ``max_env_steps``, writing every iteration to ``logger``; return the last stats.
-
-        Raises:
-            ValueError: ``max_env_steps`` is ``None`` (the loop would never end).
-        """
-        return write_iterations(self, self.config.max_env_steps, logger)
+        eval_stats = self._evaluate_if_due(last=self.done)
+        return self._epoch_stats(clock, collected, train=algo_stats, eval_stats=eval_stats)
 
     # ------------------------------------------------------------------ checkpoints
 
-    def save_checkpoint(self, path: str | Path) -> Path:
-        """Write a checkpoint into the directory ``path`` (:mod:`rlcore.trainers.checkpoint`): algorithm,
-        sampler and RNG states in ``trainer.pt``, counters in ``counters.json``, the sub-envs in
-        ``env_state.pkl`` when they pickle. Returns ``path``.
-
-        Raises:
-            CheckpointError: a state holds something a checkpoint cannot store.
-            OSError: the directory cannot be written (a previous checkpoint there stays intact).
-        """
+    def _own_state(self) -> OwnState:
+        """The sampler (its env snapshot apart)."""
         sampler = self.sampler.state_dict()
         env_state = sampler.pop("envs")
-        return checkpoint.save(
-            path,
-            trainer=_CHECKPOINT_KIND,
-            state={
-                "algorithm": self.algorithm.state_dict(),
-                "sampler": sampler,
-                "rng": checkpoint.capture_rng(),
-            },
-            counters={
-                "iteration": self.iteration,
-                "env_steps": self.env_steps,
-                "grad_steps": self.grad_steps,
-                "evaluations": self._evaluations,
-            },
-            env_state=env_state,
-            info={"config": dataclasses.asdict(self.config)},
-        )
+        return OwnState(parts={"sampler": sampler}, counters={"env_steps": self.env_steps}, env_state=env_state)
 
-    def load_checkpoint(self, path: str | Path, *, trust_env_state: bool = False) -> None:
-        """Restore :meth:`save_checkpoint` into this trainer (built with the same constructors).
-        Nothing from the files runs as code, except the env snapshot when ``trust_env_state=True``.
-
-        Args:
-            trust_env_state: unpickle the env snapshot (``env_state.pkl``) so the next stats equal
-                those of an uninterrupted run; only for checkpoints you trust. Without it the envs are
-                reset with ``rlcore.trainers.checkpoint.resume_seed(config.seed, iteration)`` and every env
-                starts a fresh episode (a ``RuntimeWarning`` says so).
-
-        Raises:
-            FileNotFoundError: ``path`` holds no checkpoint.
-            CheckpointError: an old-format checkpoint (the message says how to convert a trusted
-                one), a ``trainer.pt`` that holds more than data, or a checkpoint of another trainer.
-        """
-        ckpt = checkpoint.load(path, trainer=_CHECKPOINT_KIND, trust_env_state=trust_env_state)
-        algorithm, sampler, rng = ckpt.part("algorithm"), dict(ckpt.part("sampler")), ckpt.part("rng")
-        iteration, grad_steps = int(ckpt.counter("iteration")), int(ckpt.counter("grad_steps"))
-        evaluations = int(ckpt.counter("evaluations"))
-        self.algorithm.load_state_dict(algorithm)
-        self.iteration, self.grad_steps, self._evaluations = iteration, grad_steps, evaluations
+    def _load_own_state(self, ckpt: checkpoint.Checkpoint, iteration: int) -> None:
+        sampler = dict(ckpt.part("sampler"))
         sampler["envs"] = ckpt.env_state
         self.sampler.load_state_dict(sampler, seed=checkpoint.resume_seed(self.config.seed, iteration))
-        checkpoint.restore_rng(rng)
 
     @classmethod
     def resume(
@@ -265,23 +171,27 @@ class OnPolicyTrainer:
         return trainer
 
 
-class GAILTrainer(OnPolicyTrainer):
-    """The GAIL loop (Ho & Ermon 2016, Algorithm 1) as an iterator of :class:`~rlcore.stats.EpochStats`.
+def GAILTrainer(  # the deprecated class name, kept as a function
+    gail: GAIL,
+    envs: gym.vector.VectorEnv,
+    *,
+    config: OnPolicyTrainerConfig,
+    eval_envs: gym.vector.VectorEnv | None = None,
+) -> OnPolicyTrainer:
+    """Deprecated (removed in rlcore 0.3): GAIL is the on-policy trainer with GAIL's learned reward.
+    Use instead::
 
-    An :class:`~rlcore.onpolicy_trainer.OnPolicyTrainer` whose sampler replaces the env reward with
-    :meth:`rlcore.algos.gail.GAIL.reward` (``reward_fn``); each ``next()`` samples a rollout, takes
-    the discriminator steps and the PPO update (:meth:`~rlcore.algos.gail.GAIL.update`; ``train`` is a
-    :class:`~rlcore.algos.gail.GAILStats`) and evaluates on the env reward. Episode statistics
-    (``rollout``, ``eval``) always use the env's own reward. Same iterator, ``zip`` and checkpoint
-    contract as the on-policy trainer.
+        OnPolicyTrainer(gail, envs, config=config, eval_envs=eval_envs, reward_fn=gail.reward)
+
+    which is what this returns (Ho & Ermon 2016, Algorithm 1: each ``next()`` samples a rollout
+    whose rewards are :meth:`rlcore.algos.gail.GAIL.reward`, takes the discriminator steps and the
+    PPO update; ``rollout`` and ``eval`` stats use the env's own reward). Warns with a
+    ``DeprecationWarning``.
     """
-
-    def __init__(
-        self,
-        gail: GAIL,
-        envs: gym.vector.VectorEnv,
-        *,
-        config: OnPolicyTrainerConfig,
-        eval_envs: gym.vector.VectorEnv | None = None,
-    ) -> None:
-        super().__init__(gail, envs, config=config, eval_envs=eval_envs, reward_fn=gail.reward)
+    warnings.warn(
+        "GAILTrainer is deprecated and will be removed in rlcore 0.3: use "
+        "OnPolicyTrainer(gail, envs, config=..., eval_envs=..., reward_fn=gail.reward)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return OnPolicyTrainer(gail, envs, config=config, eval_envs=eval_envs, reward_fn=gail.reward)

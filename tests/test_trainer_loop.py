@@ -1,0 +1,350 @@
+"""rlcore.trainers.loop: the one loop of every trainer (evaluation schedule and seeds, stats,
+run, checkpoints), typed config errors, and GAIL as the on-policy trainer with GAIL's reward."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import rlcore
+import torch
+from rlcore.algos import PPO, SAC, PPOConfig, SACConfig
+from rlcore.algos.bc import BC, BCConfig
+from rlcore.algos.gail import GAIL, GAILConfig
+from rlcore.distributed import DistributedConfig, DistributedTrainer
+from rlcore.errors import InvalidValueError
+from rlcore.trainers import (
+    GAILTrainer,
+    OfflineTrainer,
+    OfflineTrainerConfig,
+    OffPolicyTrainer,
+    OffPolicyTrainerConfig,
+    OnPolicyTrainer,
+    OnPolicyTrainerConfig,
+    Trainer,
+)
+from rlcore.trainers.loop import eval_seed
+
+torch.set_num_threads(1)
+
+
+def vec(env_id: str, n: int) -> gym.vector.VectorEnv:
+    return gym.make_vec(env_id, num_envs=n, vectorization_mode="sync")
+
+
+def expert_data() -> rlcore.ReplayBuffer:
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(64, 4)).astype(np.float32)
+    act = (obs[:, 2] > 0).astype(np.int64)
+    done = np.zeros(64, bool)
+    done[-1] = True
+    return rlcore.ReplayBuffer.from_arrays(
+        obs, act, np.ones(64, np.float32), done, np.zeros(64, bool), obs, seed=0
+    )
+
+
+def off_policy(**cfg: Any) -> OffPolicyTrainer:
+    envs = vec("Pendulum-v1", 2)
+    sac = SAC.from_spaces(
+        envs.single_observation_space, envs.single_action_space, SACConfig(hidden=(8,)), device="cpu"
+    )
+    config = OffPolicyTrainerConfig(collect_env_steps=20, batch_size=16, **cfg)
+    return OffPolicyTrainer(
+        sac, rlcore.ReplayBuffer(500, num_envs=2, seed=0), envs, config=config, eval_envs=vec("Pendulum-v1", 1)
+    )
+
+
+def on_policy(**cfg: Any) -> OnPolicyTrainer:
+    envs = vec("CartPole-v1", 2)
+    ppo = PPO.from_spaces(
+        envs.single_observation_space,
+        envs.single_action_space,
+        PPOConfig(n_epochs=1, minibatch_size=32),
+        num_envs=2,
+        device="cpu",
+    )
+    config = OnPolicyTrainerConfig(num_steps=16, **cfg)
+    return OnPolicyTrainer(ppo, envs, config=config, eval_envs=vec("CartPole-v1", 1))
+
+
+def offline(**cfg: Any) -> OfflineTrainer:
+    env = gym.make("CartPole-v1")
+    bc = BC.from_spaces(env.observation_space, env.action_space, BCConfig(hidden=(8,)))
+    config = OfflineTrainerConfig(grad_steps_per_iteration=5, batch_size=16, **cfg)
+    return OfflineTrainer(bc, expert_data(), config=config, eval_envs=vec("CartPole-v1", 1))
+
+
+TRAINERS = {"off-policy": off_policy, "on-policy": on_policy, "offline": offline}
+
+
+def test_every_trainer_is_one_loop() -> None:
+    """Evaluation, run, the iterator protocol and checkpoints have one implementation; the
+    distributed trainer only adds its no-restart-after-start check around the shared load."""
+    for cls in (OffPolicyTrainer, OnPolicyTrainer, OfflineTrainer, DistributedTrainer):
+        assert issubclass(cls, Trainer)
+        for name in ("evaluate", "run", "__iter__", "_epoch_stats", "_eval_due"):
+            assert getattr(cls, name) is getattr(Trainer, name), (cls.__name__, name)
+    for cls in (OffPolicyTrainer, OnPolicyTrainer, OfflineTrainer):
+        for name in ("save_checkpoint", "load_checkpoint"):
+            assert getattr(cls, name) is getattr(Trainer, name), (cls.__name__, name)
+
+
+@pytest.mark.parametrize("kind", list(TRAINERS))
+def test_evaluation_schedule_and_seeds_are_the_same_for_every_trainer(kind: str) -> None:
+    """Every ``eval_every`` iterations and at the last one; the k-th evaluation resets the eval envs
+    with seed + 10_000 + 1_000 k."""
+    horizon = {"offline": {"max_grad_steps": 25}}.get(kind, {"max_env_steps": 100})
+    trainer = TRAINERS[kind](eval_every=2, eval_episodes=1, seed=7, **horizon)
+    seeds: list[int | None] = []
+    reset = trainer.eval_envs.reset
+
+    def spy(*, seed: int | None = None, options: Any = None) -> Any:
+        seeds.append(seed)
+        return reset(seed=seed, options=options)
+
+    trainer.eval_envs.reset = spy  # type: ignore[method-assign]
+    stats = list(trainer)
+    n = len(stats)
+    assert n >= 3 and trainer.done
+    due = [i for i in range(1, n + 1) if i % 2 == 0 or i == n]  # and always the last
+    assert [s.iteration for s in stats if s.eval is not None] == due
+    assert seeds == [eval_seed(7, k) for k in range(1, len(due) + 1)]
+    assert seeds[:2] == [11_007, 12_007]
+    assert trainer._evaluations == len(due)
+
+
+@pytest.mark.parametrize("kind", list(TRAINERS))
+def test_run_without_a_horizon_raises_a_typed_error(kind: str) -> None:
+    horizon = "max_grad_steps" if kind == "offline" else "max_env_steps"
+    with pytest.raises(InvalidValueError, match=f"run\\(\\) needs config.{horizon}"):
+        TRAINERS[kind]().run()
+
+
+@pytest.mark.parametrize(
+    ("config", "field", "value"),
+    [
+        (OffPolicyTrainerConfig, "collect_env_steps", 0),
+        (OffPolicyTrainerConfig, "utd_ratio", float("nan")),
+        (OffPolicyTrainerConfig, "batch_size", 0),
+        (OffPolicyTrainerConfig, "n_step", 0),
+        (OffPolicyTrainerConfig, "gamma", 1.5),
+        (OffPolicyTrainerConfig, "warmup_env_steps", -1),
+        (OffPolicyTrainerConfig, "eval_every", 0),
+        (OffPolicyTrainerConfig, "eval_episodes", 0),
+        (OffPolicyTrainerConfig, "max_env_steps", 0),
+        (OffPolicyTrainerConfig, "per_beta_end", 1.0),
+        (OnPolicyTrainerConfig, "num_steps", 0),
+        (OnPolicyTrainerConfig, "eval_every", 0),
+        (OnPolicyTrainerConfig, "eval_episodes", 0),
+        (OnPolicyTrainerConfig, "max_env_steps", 0),
+        (OfflineTrainerConfig, "max_grad_steps", 0),
+        (OfflineTrainerConfig, "grad_steps_per_iteration", 0),
+        (OfflineTrainerConfig, "batch_size", 0),
+        (OfflineTrainerConfig, "eval_every", 0),
+        (OfflineTrainerConfig, "eval_episodes", 0),
+        (DistributedConfig, "num_collectors", 0),
+        (DistributedConfig, "collect_env_steps", 0),
+        (DistributedConfig, "weight_sync_every", 0),
+        (DistributedConfig, "batches_per_request", 0),
+        (DistributedConfig, "chunk_rows", 0),
+        (DistributedConfig, "max_collector_restarts", -2),
+        (DistributedConfig, "eval_every_env_steps", 0),
+    ],
+)
+def test_configs_raise_typed_errors_naming_the_field(config: Any, field: str, value: Any) -> None:
+    with pytest.raises(InvalidValueError, match=field) as info:
+        config(**{field: value})
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("kind", list(TRAINERS))
+def test_eval_every_without_eval_envs_is_a_typed_error(kind: str) -> None:
+    trainer = TRAINERS[kind]()
+    args: dict[str, Any] = {"config": dataclasses.replace(trainer.config, eval_every=1)}
+    with pytest.raises(InvalidValueError, match="eval_envs"):
+        if kind == "off-policy":
+            OffPolicyTrainer(trainer.algorithm, trainer.buffer, trainer.collector.envs, **args)
+        elif kind == "on-policy":
+            OnPolicyTrainer(trainer.algorithm, trainer.sampler.envs, **args)
+        else:
+            OfflineTrainer(trainer.algorithm, trainer.buffer, **args)
+
+
+# --------------------------------------------------------------------------- GAIL
+
+# Recorded from rlcore before this change (GAILTrainer, a subclass of OnPolicyTrainer), same
+# machine: per iteration (env_steps, grad_steps, rollout episodes, rollout return_mean,
+# train/disc_loss, train/learned_reward, eval return_mean or None).
+GAIL_BEFORE = [
+    (62, 3, 2, 17.5, 8.26445484161377, 0.7278105616569519, None),
+    (123, 6, 3, 18.666666666666668, 8.013411521911621, 0.7232861518859863, 56.0),
+    (185, 9, 2, 22.5, 7.630898952484131, 0.7243319153785706, None),
+    (248, 12, 1, 35.0, 7.399810791015625, 0.7167220711708069, 80.0),
+    (308, 15, 4, 32.75, 7.221487045288086, 0.7273300886154175, None),
+    (370, 18, 2, 13.5, 6.904356002807617, 0.7022656798362732, 71.0),
+    (432, 21, 2, 27.0, 6.590376853942871, 0.7189380526542664, 72.0),
+]
+
+
+def gail_parts() -> tuple[GAIL, gym.vector.VectorEnv, OnPolicyTrainerConfig, gym.vector.VectorEnv]:
+    torch.manual_seed(0)
+    np.random.seed(0)  # noqa: NPY002 - as the recording did
+    envs = vec("CartPole-v1", 2)
+    gail = GAIL.from_spaces(
+        envs.single_observation_space,
+        envs.single_action_space,
+        expert_data(),
+        GAILConfig(disc_updates=1, disc_batch_size=32, seed=0),
+        PPOConfig(n_epochs=1, minibatch_size=32, seed=0),
+        num_envs=2,
+        device="cpu",
+    )
+    config = OnPolicyTrainerConfig(max_env_steps=384, num_steps=32, eval_every=2, eval_episodes=1, seed=0)
+    return gail, envs, config, vec("CartPole-v1", 1)
+
+
+def gail_row(s: Any) -> tuple[Any, ...]:
+    return (
+        s.env_steps,
+        s.grad_steps,
+        s.rollout.episodes,
+        s.rollout.return_mean,
+        s.train.disc_loss,
+        s.train.learned_reward,
+        None if s.eval is None else s.eval.return_mean,
+    )
+
+
+def test_gail_is_the_on_policy_trainer_with_gails_reward_and_gives_the_recorded_stats() -> None:
+    gail, envs, config, eval_envs = gail_parts()
+    trainer = OnPolicyTrainer(gail, envs, config=config, eval_envs=eval_envs, reward_fn=gail.reward)
+    got = [gail_row(s) for s in trainer]
+    assert len(got) == len(GAIL_BEFORE)
+    for g, w in zip(got, GAIL_BEFORE, strict=True):
+        assert g[:3] == w[:3] and g[6] == w[6]  # counters, episodes and eval returns exactly
+        assert g[3:6] == pytest.approx(w[3:6], rel=1e-5)
+
+
+def test_gail_trainer_is_a_deprecated_function_building_the_same_on_policy_trainer() -> None:
+    gail, envs, config, eval_envs = gail_parts()
+    with pytest.warns(DeprecationWarning, match=r"reward_fn=gail.reward"):
+        old = GAILTrainer(gail, envs, config=config, eval_envs=eval_envs)
+    assert type(old) is OnPolicyTrainer and old.sampler.reward_fn == gail.reward
+    assert "OnPolicyTrainer(gail, envs" in (GAILTrainer.__doc__ or "")
+    got = [gail_row(s) for s in old]
+    gail2, envs2, config2, eval_envs2 = gail_parts()
+    new = OnPolicyTrainer(gail2, envs2, config=config2, eval_envs=eval_envs2, reward_fn=gail2.reward)
+    assert got == [gail_row(s) for s in new]
+
+
+# --------------------------------------------------------------------------- stats and resume
+
+
+def gail_trainer(**cfg: Any) -> OnPolicyTrainer:
+    gail, envs, config, eval_envs = gail_parts()
+    config = dataclasses.replace(config, **cfg)
+    return OnPolicyTrainer(gail, envs, config=config, eval_envs=eval_envs, reward_fn=gail.reward)
+
+
+RESUMABLE = {**TRAINERS, "gail": gail_trainer}
+
+
+def horizon(kind: str) -> dict[str, int]:
+    return {"offline": {"max_grad_steps": 30}, "gail": {"max_env_steps": 256}}.get(kind, {"max_env_steps": 120})
+
+
+@pytest.mark.parametrize("kind", list(RESUMABLE))
+def test_stats_have_the_same_sections_and_consistent_counters_for_every_trainer(kind: str) -> None:
+    """Every trainer's EpochStats: the same rollout/eval/time sections (only ``train`` is the
+    algorithm's), counters that match the trainer's, one iteration more each time, and timings
+    that add up (env_steps_per_s over collect + update time, evaluation excluded)."""
+    trainer = RESUMABLE[kind](eval_every=2, eval_episodes=1, **horizon(kind))
+    stats = list(trainer)
+    assert [s.iteration for s in stats] == list(range(1, len(stats) + 1))
+    last = stats[-1]
+    assert type(last.rollout) is rlcore.stats.EpisodeStats
+    assert type(last.eval) is rlcore.stats.EvalStats and type(last.time) is rlcore.stats.TimeStats
+    assert dataclasses.is_dataclass(last.train)
+    assert (last.env_steps, last.grad_steps) == (trainer.env_steps, trainer.grad_steps)
+    assert (last.time.env_steps, last.time.grad_steps, last.time.episodes) == (
+        trainer.env_steps,
+        trainer.grad_steps,
+        trainer.episodes,
+    )
+    assert sum(s.rollout.episodes for s in stats) == trainer.episodes
+    prev_env_steps = 0
+    for s in stats:
+        t = s.time
+        assert min(t.collect_s, t.update_s, t.eval_s) >= 0
+        assert t.iteration_s == pytest.approx(t.collect_s + t.update_s + t.eval_s, abs=1e-9)
+        new = s.env_steps - prev_env_steps
+        assert t.env_steps_per_s == pytest.approx(new / max(t.collect_s + t.update_s, 1e-9), rel=1e-9)
+        prev_env_steps = s.env_steps
+    keys = {k for k in rlcore.stats.flatten_stats(last) if not k.startswith("train/")}
+    assert {"time/iteration", "rollout/episodes", "eval/episodes", "eval/return_mean", "time/env_steps"} <= keys
+
+
+def comparable(stats: Any) -> dict[str, float]:
+    flat = rlcore.stats.flatten_stats(stats)
+    return {k: v for k, v in flat.items() if not k.endswith("_s") and k != "time/env_steps_per_s"}
+
+
+def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
+    out = {}
+    for part, state in trainer.algorithm.state_dict().items():
+        if isinstance(state, dict):
+            out.update({f"{part}.{k}": v for k, v in state.items() if isinstance(v, torch.Tensor)})
+    assert out
+    return out
+
+
+def dataset_of(trainer: Trainer) -> Any:
+    return trainer.buffer if isinstance(trainer, OfflineTrainer) else getattr(trainer.algorithm, "expert", None)
+
+
+def straight_and_resumed(kind: str, tmp_path: Any, *, restore_dataset: bool) -> tuple[list, list, Trainer, Trainer]:
+    cfg = {"eval_every": 2, "eval_episodes": 1, **horizon(kind)}
+    torch.manual_seed(0)
+    straight = RESUMABLE[kind](**cfg)
+    rows = []
+    for s in straight:
+        rows.append(comparable(s))
+        if s.iteration == 2:
+            straight.save_checkpoint(tmp_path / "ckpt")
+            if (data := dataset_of(straight)) is not None:
+                data.save(tmp_path / "dataset")
+    torch.manual_seed(123)  # disturbed: the checkpoint's RNG states take over
+    resumed = RESUMABLE[kind](**cfg)
+    resumed.load_checkpoint(tmp_path / "ckpt", trust_env_state=True)
+    if restore_dataset and (data := dataset_of(resumed)) is not None:
+        data.restore(tmp_path / "dataset")
+    assert (resumed.iteration, resumed._evaluations) == (2, 1)
+    return rows[2:], [comparable(s) for s in resumed], straight, resumed
+
+
+@pytest.mark.parametrize("kind", list(RESUMABLE))
+def test_resume_from_a_checkpoint_gives_the_same_stats_and_weights_for_every_trainer(kind: str, tmp_path: Any) -> None:
+    """Save after 2 iterations, resume a fresh trainer (torch RNG disturbed) with the env snapshot:
+    every later iteration's stats (timings aside) and the final weights equal the straight run's,
+    bit for bit. BC's dataset and GAIL's expert data are restored beside the checkpoint (a
+    checkpoint does not hold the dataset, nor its sampling RNG: see the xfail test below)."""
+    want, got, straight, resumed = straight_and_resumed(kind, tmp_path, restore_dataset=True)
+    assert len(want) >= 2 and got == want
+    w_straight, w_resumed = weights(straight), weights(resumed)
+    assert w_straight.keys() == w_resumed.keys()
+    for name, tensor in w_straight.items():
+        torch.testing.assert_close(w_resumed[name], tensor, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap, same on main: a checkpoint holds neither the fixed dataset nor its sampling RNG "
+    "(no buffer API to save only the RNG), so a resumed BC/GAIL run draws other dataset samples",
+)
+@pytest.mark.parametrize("kind", ["offline", "gail"])
+def test_resume_without_restoring_the_dataset_continues_exactly(kind: str, tmp_path: Any) -> None:
+    want, got, _, _ = straight_and_resumed(kind, tmp_path, restore_dataset=False)
+    assert got == want
