@@ -38,7 +38,7 @@ lint: ## rustfmt, clippy, ruff, mypy stubtest of the native module
 
 bench: ## benchmarks side by side with the peers (installs rlcore[bench]); writes docs/benchmarks.md
 	$(PIP) install -q -e ".[torch,robotics,bench]"
-	$(PY) -m rlcore.bench $(BENCH_ARGS)
+	$(PY) benches/report.py $(BENCH_ARGS)
 
 clean: ## remove build outputs
 	cargo clean

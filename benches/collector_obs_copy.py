@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 import rlcore
 import rlcore.collector as collector_module
-from rlcore.collector import Collector
+from rlcore.collect.collector import Collector
 
 N_ENVS = 8
 ROUNDS = 20

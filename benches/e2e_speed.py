@@ -122,7 +122,7 @@ class Runner:
 
 def _rlcore_runner(algo: Any, buffer: Any, envs: Any, s: dict[str, Any], seed: int) -> Runner:
     """rlcore's public OffPolicyTrainer, one env step (and one gradient step) per ``next()``."""
-    from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
+    from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
 
     trainer = OffPolicyTrainer(
         algo,

@@ -16,7 +16,7 @@ process (address space capped at +6 GiB so that code without the checks fails in
 the machine's memory). Prints the outcome, the load time and the peak RSS growth.
 
 ``checksum``: saves and loads a full buffer of ``rows`` rows ``repeats`` times, alternately with
-real checksums and with every checksum 0 (``rlcore.persist._checksum`` replaced); prints the
+real checksums and with every checksum 0 (``rlcore.buffers.persist._checksum`` replaced); prints the
 median times and the difference as a share of the save and load time.
 
 Uses the public API only, so the same script measures older code (``PYTHONPATH=...``). Not part
@@ -172,7 +172,7 @@ print(json.dumps([outcome, dt, (peak - before) / 1024]))
 
 def corrupt() -> None:
     try:
-        from rlcore.persist import seal
+        from rlcore.buffers.persist import seal
     except ImportError:  # the code before checksums
 
         def seal(body: dict) -> str:
@@ -209,9 +209,9 @@ def corrupt() -> None:
 
 def checksum(rows: int, repeats: int) -> None:
     try:
-        import rlcore.persist as persist
+        import rlcore.buffers.persist as persist
     except ImportError:
-        print("no rlcore.persist: this code computes no checksums")
+        print("no rlcore.buffers.persist: this code computes no checksums")
         return
     real = persist._checksum
     buf = filled(rows, 0)

@@ -10,7 +10,7 @@ Usage::
 
     python benches/ppo_speed_sb3.py                    # 2 rounds of 2 iterations (32,768 env steps each)
     python benches/ppo_speed_sb3.py --rounds 3 --iterations 1
-    python benches/ppo_speed_sb3.py --json out.json    # also write the medians (for rlcore.bench)
+    python benches/ppo_speed_sb3.py --json out.json    # also write the medians (for benches/report.py)
 
 Prints env steps per wall-clock second and per CPU second of this process (the machine this was
 written on is shared: CPU time is the steadier figure) and the median ratios rlcore / SB3 (> 1:
@@ -28,7 +28,7 @@ from pathlib import Path
 import gymnasium as gym
 import torch
 from rlcore.algos import PPO, PPOConfig
-from rlcore.onpolicy_trainer import OnPolicyTrainer, OnPolicyTrainerConfig
+from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 
 N_ENVS, N_STEPS = 8, 2048
 

@@ -1,8 +1,1128 @@
-"""Run the benchmark suite and write ``docs/benchmarks.md``: ``python benches/report.py [options]``
-is ``python -m rlcore.bench [options]`` (see ``rlcore/bench.py``; the benchmarks live in
-``python/rlcore/_benches/`` so that an installed package carries them)."""
+"""rlcore's benchmark suite: rlcore side by side with Tianshou, SB3, cpprb, TorchRL and rlox, and a
+Markdown report with PNG bar charts.
 
-from rlcore.bench import main
+Usage (rlcore installed with the peers, ``pip install 'rlcore[bench]'``)::
+
+    python benches/report.py                       # everything, one run (~15 min on 2 cores)
+    python benches/report.py --runs 3              # micro benchmarks 3 times, medians over runs
+    python benches/report.py --save DIR            # also keep the raw JSON in DIR
+    python benches/report.py --from DIR            # only rebuild the report from a --save directory
+    python benches/report.py -k "sample" --no-memory --e2e none --out /tmp/b.md   # a subset
+
+What runs (each part in its own processes, rlcore and each peer on identical data):
+
+- micro and scale: the pytest-benchmark modules shipped in ``benches/suite/`` (``test_bench_*.py``;
+  they are part of the package, so this works from a wheel install too). Every group runs rlcore
+  and each peer in one process;
+- memory: ``benches/suite/memory.py``, one subprocess per library and case (resident bytes per
+  stored transition);
+- end to end: ``benches/e2e_speed.py`` (SAC Pendulum, DDPG+HER FetchReach) and
+  ``benches/ppo_speed_sb3.py`` (PPO CartPole) of a source checkout, against SB3, with small budgets
+  (``--e2e quick``, the default), their defaults (``--e2e full``), or not at all (``--e2e none``);
+  ``--e2e-json FILE`` reads a saved result instead. From a wheel install the scripts are absent and
+  the report says so;
+- GPU: ``test_bench_gpu.py`` when ``torch.cuda.is_available()``; otherwise the report says
+  "not measured (no CUDA device)".
+
+The report gives, per group, the median over runs of each run's median time per call, the
+interquartile range, the run-to-run spread and the ratio peer median / rlcore median (> 1: rlcore
+is faster), the machine, the versions, the date and the load average, the peers that were skipped
+and why, and the issue targets with the measured value. In a source checkout it goes to
+``docs/benchmarks.md`` (charts in ``docs/img/``); otherwise to ``./rlcore-bench/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata as md
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "write_markdown"]
+
+BENCH_DIR = Path(__file__).resolve().parent / "suite"
+_CHECKOUT = Path(__file__).resolve().parents[1]
+#: the repository root when rlcore runs from a source checkout (editable install), else None
+ROOT: Path | None = (
+    _CHECKOUT if (_CHECKOUT / "pyproject.toml").exists() and (_CHECKOUT / "benches").is_dir() else None
+)
+DEFAULT_OUT = (ROOT / "docs" / "benchmarks.md") if ROOT else Path("rlcore-bench") / "benchmarks.md"
+
+PEER_ORDER = ["rlcore", "rlox", "cpprb", "sb3", "tianshou", "torchrl"]
+PACKAGES = [
+    "rlcore",
+    "numpy",
+    "torch",
+    "gymnasium",
+    "gymnasium-robotics",
+    "mujoco",
+    "stable-baselines3",
+    "tianshou",
+    "cpprb",
+    "torchrl",
+    "tensordict",
+    "rlox",
+    "numba",
+    "h5py",
+    "pytest-benchmark",
+]
+PYTEST_TIMING = [
+    "--benchmark-min-rounds=10",
+    "--benchmark-max-time=0.3",
+    "--benchmark-warmup=on",
+    "--benchmark-warmup-iterations=20",
+    "--benchmark-columns=median,iqr,rounds",
+    "--benchmark-sort=name",
+]
+NO_CUDA = "not measured (no CUDA device)"
+
+
+# ------------------------------------------------------------------------------------------
+# running
+
+
+def run_benchmarks(json_path: Path, skips_path: Path, extra: list[str]) -> int:
+    """One pytest process over ``benches/suite``; returns pytest's exit code."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(BENCH_DIR),
+        f"--rootdir={BENCH_DIR}",
+        "--benchmark-enable",
+        f"--benchmark-json={json_path}",
+        *PYTEST_TIMING,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rs",
+        *extra,
+    ]
+    env = {**os.environ, "RLCORE_BENCH_SKIPS": str(skips_path)}
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=BENCH_DIR, env=env)
+
+
+def run_memory(out: Path) -> int:
+    """``benches/suite/memory.py``: one subprocess per library and case."""
+    cmd = [sys.executable, str(BENCH_DIR / "memory.py"), "--out", str(out)]
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=BENCH_DIR)
+
+
+E2E_QUICK = {
+    "e2e_speed.py": ["--rounds", "2", "--steps", "300", "--warmup", "200"],
+    "ppo_speed_sb3.py": ["--rounds", "1", "--iterations", "1"],
+}
+
+
+def run_e2e(mode: str, raw: Path) -> list[str]:
+    """Run the end-to-end scripts of a source checkout, each writing ``raw/e2e-<name>.json``.
+
+    Returns notes (scripts missing or failed) for the report."""
+    notes = []
+    for script, quick in E2E_QUICK.items():
+        path = ROOT / "benches" / script if ROOT else None
+        if path is None or not path.exists():
+            notes.append(f"`benches/{script}` not found (not a source checkout): not measured")
+            continue
+        out = raw / f"e2e-{script.removesuffix('.py')}.json"
+        cmd = [sys.executable, str(path), *(quick if mode == "quick" else []), "--json", str(out)]
+        print("+", " ".join(cmd), flush=True)
+        rc = subprocess.call(cmd, cwd=ROOT)
+        if rc != 0 or not out.exists():
+            notes.append(f"`benches/{script}` failed (exit code {rc}): not measured")
+    return notes
+
+
+def load_average() -> str:
+    try:
+        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+# ------------------------------------------------------------------------------------------
+# environment description
+
+
+def machine() -> dict[str, str]:
+    info = {"cpu": platform.processor() or platform.machine(), "cores": str(os.cpu_count())}
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        fields = dict(
+            (k.strip(), v.strip())
+            for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)
+        )
+        info["cpu"] = fields.get("Model name", info["cpu"])
+        info["cores"] = fields.get("CPU(s)", info["cores"])
+        if "Hypervisor vendor" in fields:
+            info["virtualisation"] = fields["Hypervisor vendor"]
+        caches = [f"{k.split()[0]} {fields[k]}" for k in ("L1d cache", "L2 cache", "L3 cache") if k in fields]
+        if caches:
+            info["caches"] = ", ".join(caches)
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+        info["memory"] = f"{kb / 2**20:.0f} GiB"
+    except OSError:
+        pass
+    info["os"] = f"{platform.system()} {platform.release()}"
+    info["python"] = platform.python_version()
+    return info
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for p in PACKAGES:
+        try:
+            out[p] = md.version(p)
+        except md.PackageNotFoundError:
+            out[p] = "not installed"
+    try:
+        import rlcore._core as core
+
+        built = dt.datetime.fromtimestamp(os.path.getmtime(core.__file__), dt.UTC)
+        out["rlcore"] += f" (native module built {built:%Y-%m-%d %H:%M} UTC"
+        if ROOT is None:  # an installed package: no git checkout to describe
+            out["rlcore"] += ", installed package)"
+            return out
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "rust", "python", "Cargo.toml", "Cargo.lock"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        if rev.returncode == 0:
+            out["rlcore"] += f", git {rev.stdout.strip()}" + (
+                " + uncommitted changes" if dirty.stdout.strip() else ""
+            )
+        out["rlcore"] += ")"
+    except (ImportError, OSError):
+        pass
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# results
+
+
+def _module_mtime() -> dt.datetime | None:
+    try:
+        import rlcore._core as core
+
+        return dt.datetime.fromtimestamp(os.path.getmtime(core.__file__), dt.UTC)
+    except (ImportError, OSError):
+        return None
+
+
+def load_results(json_paths: list[Path]) -> list[dict[str, Any]]:
+    """One row per (group, library): the median over runs of each run's median (and of its IQR),
+    the smallest single time, all rounds, and the run-to-run spread of the medians. Times in µs."""
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for path in json_paths:
+        for b in json.loads(path.read_text())["benchmarks"]:
+            ex = b.get("extra_info", {})
+            st = b["stats"]
+            row = {
+                "group": ex.get("group", b.get("group") or b["name"]),
+                "op": ex.get("op", b.get("group") or b["name"]),
+                "lib": ex.get("lib", b["name"]),
+                "capacity": ex.get("capacity"),
+                "obs": ex.get("obs"),
+                "unit": ex.get("unit", "us"),
+                "disk_bytes": ex.get("disk_bytes"),
+                "note": ex.get("note", ""),
+                "median": st["median"] * 1e6,
+                "iqr": st["iqr"] * 1e6,
+                "min": st["min"] * 1e6,
+                "rounds": st["rounds"],
+            }
+            runs[(row["group"], row["lib"])].append(row)
+    rows = []
+    for rs in runs.values():
+        meds = [r["median"] for r in rs]
+        med = statistics.median(meds)
+        rows.append(
+            {
+                **rs[0],
+                "median": med,
+                "iqr": statistics.median(r["iqr"] for r in rs),
+                "min": min(r["min"] for r in rs),
+                "rounds": sum(r["rounds"] for r in rs),
+                "runs": len(rs),
+                "spread": (max(meds) - min(meds)) / med if med else 0.0,
+            }
+        )
+    return rows
+
+
+def _lib_key(lib: str) -> tuple[int, str]:
+    base = lib.split(" ")[0]
+    return (PEER_ORDER.index(base) if base in PEER_ORDER else len(PEER_ORDER), lib)
+
+
+def by_group(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Rows grouped and ordered (operation, capacity; libraries in PEER_ORDER) with their
+    ``ratio`` = median / rlcore's median in the group."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[r["group"]].append(r)
+    order = sorted(
+        groups,
+        key=lambda g: (
+            _op_rank(groups[g][0]["op"]),
+            _obs_rank(groups[g][0]["obs"]),
+            groups[g][0]["capacity"] or 0,
+        ),
+    )
+    out = {}
+    for g in order:
+        rs = sorted(groups[g], key=lambda r: _lib_key(r["lib"]))
+        base = next((r["median"] for r in rs if r["lib"] == "rlcore"), None)
+        if base is None:  # groups with rlcore variants only ("rlcore (pinned out=)", ...): the first
+            base = next((r["median"] for r in rs if r["lib"].startswith("rlcore")), None)
+        for r in rs:
+            r["ratio"] = r["median"] / base if base else None
+        out[g] = rs
+    return out
+
+
+# (prefix of the operation, rank); the first matching prefix wins, so specific ones come first
+_OP_ORDER: list[tuple[str, float]] = [
+    ("add one transition, obs", 20),
+    ("sample(256), obs", 21),
+    ("add one transition", 0),
+    ("add one 8-env", 1),
+    ("add a ", 2),
+    ("sample(32)", 3),
+    ("sample(256, n", 5),
+    ("sample(256)", 4),
+    ("sample(1024)", 4.5),
+    ("GAE", 6),
+    ("HER", 7),
+    ("PER", 8),
+    ("save", 9),
+    ("load", 10),
+    ("GPU", 30),
+]
+
+
+def _op_rank(op: str) -> float:
+    return next((k for prefix, k in _OP_ORDER if op.startswith(prefix)), 99)
+
+
+def _obs_rank(obs: str | None) -> float:
+    if obs is None:
+        return 0
+    m = re.match(r"(\d+)(x(\d+))?", obs)
+    return math.prod(int(x) for x in (m.group(1), m.group(3)) if x) if m else 1e12
+
+
+def is_gpu(group: str) -> bool:
+    return group.startswith("GPU")
+
+
+def fmt_us(x: float) -> str:
+    if x >= 1000:
+        return f"{x:,.0f}"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def fmt_time(us: float, unit: str) -> str:
+    """A time given in µs, written in the group's unit (µs, or s for ``unit == "s"``)."""
+    if unit == "s":
+        s = us / 1e6
+        return f"{s:.3f}" if s < 1 else f"{s:.2f}"
+    return fmt_us(us)
+
+
+def unit_label(unit: str) -> str:
+    return "s" if unit == "s" else "µs"
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return ""
+    for div, suffix in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= div:
+            return f"{n / div:.1f} {suffix}"
+    return f"{n:.0f} B"
+
+
+def fmt_ratio(r: float | None) -> str:
+    if r is None:
+        return "–"
+    return f"{r:.0f}×" if r >= 100 else f"{r:.1f}×" if r >= 10 else f"{r:.2f}×"
+
+
+def slug(s: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", s.lower()).strip("_")
+
+
+# ------------------------------------------------------------------------------------------
+# charts
+
+
+def charts(groups: dict[str, list[dict[str, Any]]], img: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    img.mkdir(parents=True, exist_ok=True)
+    for old in img.glob("bench_*.png"):
+        old.unlink()
+    paths = {}
+    for g, rs in groups.items():
+        unit = rs[0]["unit"]
+        scale = 1e-6 if unit == "s" else 1.0
+        fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(rs) + 1.1))
+        libs = [r["lib"] for r in rs][::-1]
+        med = [r["median"] * scale for r in rs][::-1]
+        iqr = [r["iqr"] * scale for r in rs][::-1]
+        colors = ["#d1495b" if lib.startswith("rlcore") else "#5b7c99" for lib in libs]
+        ax.barh(libs, med, xerr=iqr, color=colors, error_kw={"elinewidth": 0.8, "capsize": 2})
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{unit_label(unit)} per call (median, log scale; whiskers: IQR)")
+        ax.set_title(g, fontsize=10)
+        for y, (m, q, r) in enumerate(zip(med, iqr, [x.get("ratio") for x in rs][::-1], strict=True)):
+            ax.text(
+                m + q,  # right of the whisker
+                y,
+                f"  {fmt_time(m / scale, unit)} {unit_label(unit)}"
+                + (f"  ({fmt_ratio(r)})" if r and r != 1 else ""),
+                va="center",
+                fontsize=7,
+            )
+        ax.set_xlim(min(med) / 2, max(m + q for m, q in zip(med, iqr, strict=True)) * 8)
+        fig.tight_layout()
+        name = f"bench_{slug(g)}.png"
+        fig.savefig(img / name, dpi=90)
+        plt.close(fig)
+        paths[g] = f"img/{name}"
+
+    # headline: speed-up of rlcore over each peer per group
+    heads = headline_groups(groups)
+    peers = [p for p in PEER_ORDER[1:] if any(r["lib"] == p for g in heads for r in groups[g])]
+    if heads and peers:
+        import numpy as np
+
+        fig, ax = plt.subplots(figsize=(9, 4.2))
+        width = 0.8 / len(peers)
+        x = np.arange(len(heads))
+        for k, p in enumerate(peers):
+            vals = [next((r["ratio"] for r in groups[g] if r["lib"] == p), None) for g in heads]
+            vals = [np.nan if v is None else v for v in vals]  # no such op, or no rlcore row to compare with
+            ax.bar(x + k * width - 0.4 + width / 2, vals, width, label=p)
+        ax.axhline(1, color="black", lw=0.8)
+        ax.set_yscale("log")
+        ax.set_ylabel("peer time / rlcore time (log; > 1: rlcore faster)")
+        ax.set_xticks(x, [short_label(g) for g in heads], fontsize=8)
+        ax.legend(fontsize=8, ncol=len(peers), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+        ax.set_title("rlcore speed-up over each peer (same process, same data)", fontsize=10, pad=28)
+        fig.tight_layout()
+        fig.savefig(img / "bench_headline.png", dpi=90)
+        plt.close(fig)
+        paths["headline"] = "img/bench_headline.png"
+    return paths
+
+
+def short_label(group: str) -> str:
+    """A two-line x tick label for the headline chart."""
+    op, _, cap = group.partition(" @ ")
+    op = (
+        op.replace("sample(256) + update_priorities(256)", "")
+        .replace("HER sample(256), native reward", "HER native")
+        .replace("HER sample(256), python reward", "HER Python")
+        .replace("sample(256, n_step=3)", "n-step 3")
+        .replace("add one 8-env step", "add\n8-env step")
+        .replace("add one transition", "add\n1 transition")
+        .replace("add a 1,000-row chunk", "add\n1,000 rows")
+        .replace(" a buffer of 1M transitions", "\n1M rows")
+        .strip()
+    )
+    return f"{op}\n@ {cap}" if cap else op
+
+
+def headline_groups(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The groups of the headline table: one per operation, at capacity 200k where measured at several
+    (HER at 100k, PER at 1M); not sample(32)/(1024), the observation-size scale or the GPU."""
+    wanted = []
+    for g, rs in groups.items():
+        cap = rs[0]["capacity"]
+        op = rs[0]["op"]
+        if is_gpu(g) or rs[0]["obs"] is not None or op.startswith(("sample(32)", "sample(1024)")):
+            continue
+        if (
+            cap in (None, 200_000)
+            or (op.startswith("HER") and cap == 100_000)
+            or (op.startswith("PER") and cap == 1_000_000)
+        ):
+            wanted.append(g)
+    return wanted
+
+
+# ------------------------------------------------------------------------------------------
+# targets of issues 2, 3 and 4
+
+
+def _med(groups: dict[str, list[dict[str, Any]]], group: str, lib: str) -> float | None:
+    return next((r["median"] for r in groups.get(group, []) if r["lib"] == lib), None)
+
+
+def targets(groups: dict[str, list[dict[str, Any]]]) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
+
+    def ratio_target(text: str, group: str, peer: str, want: float) -> None:
+        a, b = _med(groups, group, "rlcore"), _med(groups, group, peer)
+        if a is None or b is None:
+            out.append((text, "not measured", "–"))
+            return
+        r = b / a
+        out.append(
+            (
+                text,
+                f"{r:.2f}× ({fmt_us(b)} / {fmt_us(a)} µs)",
+                "met" if r >= want else f"missed ({r / want:.0%} of target)",
+            )
+        )
+
+    def cost_target(text: str, num: tuple[str, str], den: tuple[str, str], limit: float) -> None:
+        a, b = _med(groups, *num), _med(groups, *den)
+        if a is None or b is None:
+            out.append((text, "not measured", "–"))
+            return
+        r = a / b
+        out.append(
+            (
+                text,
+                f"{r:.2f} ({fmt_us(a)} / {fmt_us(b)} µs)",
+                "met" if r <= limit else f"missed (limit {limit})",
+            )
+        )
+
+    s200 = "sample(256) @ 200k"
+    ratio_target("#2 sample(256) ≥ 3× faster than rlox (200k)", s200, "rlox", 3)
+    ratio_target("#2 sample(256) ≥ 10× faster than SB3 (200k)", s200, "sb3", 10)
+    ratio_target("#2 add one transition no slower than rlox push", "add one transition", "rlox", 1)
+    ratio_target("#2 add one 8-env step no slower than rlox push_batch", "add one 8-env step", "rlox", 1)
+    for cap in ("10k", "200k", "1M"):
+        cost_target(
+            f"#2 sample(256, n_step=3) ≤ 1.5× sample(256) ({cap})",
+            (f"sample(256, n_step=3) @ {cap}", "rlcore"),
+            (f"sample(256) @ {cap}", "rlcore"),
+            1.5,
+        )
+    for op in ("sample(256)", "sample(256, n_step=3)"):
+        cost_target(
+            f"#2 {op} flat in capacity (1M / 10k)", (f"{op} @ 1M", "rlcore"), (f"{op} @ 10k", "rlcore"), 1.2
+        )
+    ratio_target("#2 GAE 2048×8 no slower than rlox compute_gae (batched f32)", "GAE 2048x8", "rlox", 1)
+    ratio_target(
+        "#2 GAE 2048×8 no slower than rlox compute_gae (per env)",
+        "GAE 2048x8",
+        "rlox (compute_gae per env)",
+        1,
+    )
+    for cap in ("100k", "1M"):
+        ratio_target(
+            f"#3 HER native ≥ 20× faster than SB3 ({cap})",
+            f"HER sample(256), native reward @ {cap}",
+            "sb3",
+            20,
+        )
+        ratio_target(
+            f"#3 HER native ≥ 3× faster than rlox ({cap})",
+            f"HER sample(256), native reward @ {cap}",
+            "rlox",
+            3,
+        )
+        ratio_target(
+            f"#3 HER Python reward ≥ 10× faster than SB3 ({cap})",
+            f"HER sample(256), python reward @ {cap}",
+            "sb3",
+            10,
+        )
+    for rew in ("native", "python"):
+        g = f"HER sample(256), {rew} reward"
+        cost_target(
+            f"#3 HER {rew} reward: 1M / 100k ≤ 1.2 (same 100k stored)",
+            (f"{g} @ 1M", "rlcore"),
+            (f"{g} @ 100k", "rlcore"),
+            1.2,
+        )
+    for cap in ("10k", "1M"):
+        g = f"PER sample(256) + update_priorities(256) @ {cap}"
+        ratio_target(f"#4 PER ≥ 5× faster than cpprb ({cap})", g, "cpprb", 5)
+        ratio_target(f"#4 PER faster than rlox ({cap})", g, "rlox", 1)
+    a = _med(groups, "PER sample(256) + update_priorities(256) @ 1M", "rlcore")
+    b = _med(groups, "PER sample(256) + update_priorities(256) @ 10k", "rlcore")
+    if a and b:
+        import math
+
+        log_ratio = math.log2(1_000_000) / math.log2(10_000)
+        out.append(
+            (
+                "#4 PER cost grows at most logarithmically (1M / 10k; log2 ratio 1.50)",
+                f"{a / b:.2f} ({fmt_us(a)} / {fmt_us(b)} µs)",
+                "met" if a / b <= log_ratio * 1.1 else "missed",
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# markdown
+
+
+def write_markdown(
+    groups: dict[str, list[dict[str, Any]]],
+    skips: list[dict[str, str]],
+    pics: dict[str, str],
+    meta: dict[str, Any],
+    memory: list[dict[str, Any]] | None = None,
+    e2e: list[dict[str, Any]] | None = None,
+) -> str:
+    """The report as Markdown. ``groups`` from :func:`by_group`, ``skips`` the records the suite's
+    conftest wrote, ``pics`` chart paths by group, ``meta`` the run description (see :func:`main`),
+    ``memory`` the records of ``benches/suite/memory.py``, ``e2e`` those of the end-to-end scripts."""
+    L: list[str] = []
+    L.append("# Benchmarks: rlcore side by side with Tianshou, SB3, cpprb, TorchRL and rlox\n")
+    L.append(
+        "Generated by `make bench` (`python benches/report.py`; the pytest-benchmark modules ship in the package as "
+        "`benches/suite/test_bench_*.py`). Every group runs rlcore and each peer on identical data in the same "
+        f"process; times are µs per call unless the group says otherwise. The micro benchmarks ran {meta.get('runs', 1)} "
+        "time(s): *median* is the median over runs of each run's median over its pytest-benchmark rounds, *IQR* "
+        "the median of the runs' interquartile ranges, *run spread* ± half the range of the runs' medians "
+        "relative to the median (0 with one run). *ratio* = peer median / rlcore median, so > 1 means rlcore is "
+        "faster. obs 17 float32, act 6 float32, batch 256, capacity 200k unless the group says otherwise; "
+        "buffers are full (filled through the ring) before timing.\n"
+    )
+    m = meta["machine"]
+    L.append("## Machine, versions, date\n")
+    L.append(f"- date: {meta['date']} ({meta.get('runs', 1)} run(s), {meta['duration']} in all)")
+    L.append(
+        f"- CPU: {m.get('cpu')} — {m.get('cores')} cores"
+        + (f" ({m['virtualisation']} VM)" if m.get("virtualisation") else "")
+    )
+    if m.get("caches"):
+        L.append(f"- caches: {m['caches']}")
+    L.append(f"- memory: {m.get('memory', 'n/a')}; {m.get('os')}; Python {m.get('python')}")
+    loads = meta.get("loads") or [
+        ("before the run", meta.get("load_before", "n/a")),
+        ("after", meta.get("load_after", "n/a")),
+    ]
+    L.append("- load average (1/5/15 min): " + "; ".join(f"{what}: {v}" for what, v in loads))
+    L.append(
+        "- **noise**: this is a shared machine on which other jobs (compiles, training runs) may run; absolute "
+        "times move between runs and single groups can shift when a neighbour starts. Read the ratios within "
+        "one group (measured back to back in one process), not absolute numbers across groups.\n"
+    )
+    L.append("| package | version |\n|---|---|")
+    for k, v in meta["versions"].items():
+        L.append(f"| {k} | {v} |")
+    L.append("")
+
+    skipped_in = defaultdict(dict)  # group -> lib -> reason
+    for sk in skips:
+        if "group" in sk:
+            skipped_in[sk["group"]].setdefault(sk["lib"], sk["reason"])
+    cpu_groups = {g: rs for g, rs in groups.items() if not is_gpu(g)}
+
+    heads = headline_groups(cpu_groups)
+    if heads:
+        L.append("## Headline: peer time / rlcore time\n")
+        L.extend(headline_table(cpu_groups, skips, heads))
+        L.append("\n–: the library has no such operation; skipped: see the group's table for the reason.\n")
+        if "headline" in pics:
+            L.append(f"![rlcore speed-up over each peer]({pics['headline']})\n")
+
+    if e2e is not None or meta.get("e2e_notes"):
+        L.extend(e2e_section(e2e or [], meta))
+
+    if memory:
+        L.extend(memory_section(memory))
+
+    L.extend(scale_sections(cpu_groups, skipped_in))
+
+    tg = targets(cpu_groups)
+    if tg:
+        L.append("## Targets from issues 2, 3 and 4 (this run)\n")
+        L.append("| target | measured | verdict |\n|---|---|---|")
+        for t, v, verdict in tg:
+            L.append(f"| {t} | {v} | {verdict} |")
+        L.append("")
+
+    L.append("## GPU\n")
+    gpu = {g: rs for g, rs in groups.items() if is_gpu(g)}
+    if not gpu:
+        reasons = {sk["reason"] for sk in skips if is_gpu(sk.get("group", ""))}
+        L.append(
+            (
+                NO_CUDA
+                if not reasons or reasons == {NO_CUDA}
+                else "not measured: " + "; ".join(sorted(reasons))
+            )
+            + ". When `torch.cuda.is_available()`, `benches/suite/test_bench_gpu.py` times sample(256) onto the "
+            "device (rlcore sampling into pinned host tensors through `sample(out=...)`, then "
+            "`.to(device, non_blocking=True)`; against pageable copies, SB3, Tianshou and TorchRL) and SAC updates "
+            "per second against SB3.\n"
+        )
+    else:
+        L.append(
+            "sample(256) onto the CUDA device (every call ends with `torch.cuda.synchronize()`), and one SAC "
+            "gradient step (sampling included; 256×256 MLPs, Pendulum-v1 spaces). Updates/s = 1 / median.\n"
+        )
+        for g, rs in gpu.items():
+            L.extend(group_table(g, rs, skipped_in.get(g, {}), pics, per_second="SAC" in g))
+
+    L.append("## Groups\n")
+    for g, rs in cpu_groups.items():
+        L.extend(group_table(g, rs, skipped_in.get(g, {}), pics))
+
+    if skips:
+        L.append("## Skipped\n")
+        L.append("| benchmark | reason |\n|---|---|")
+        for sk in skips:
+            L.append(f"| `{sk['test'].split('::')[-1]}` | {sk['reason']} |")
+        L.append("")
+
+    L.append("## How the numbers are made\n")
+    L.append(
+        "- `pytest benches/suite --benchmark-enable` with "
+        + " ".join(f"`{o}`" for o in PYTEST_TIMING[:4])
+        + "; pytest-benchmark calibrates the iterations per round, so µs-scale calls are timed in loops.\n"
+        "- Data arrives in each library's native container, built outside the timer: numpy arrays for rlcore, "
+        "rlox, cpprb and SB3 (rlox: flat arrays and uint8 flags, as `push_batch` requires), a `Batch` for "
+        "Tianshou, a `TensorDict` for TorchRL. A single env's step gives Python `float`/`bool` for reward and "
+        "flags, as gymnasium does.\n"
+        "- torch runs with one intra-op thread (`torch.set_num_threads(1)`): with two threads on this loaded "
+        "2-core machine a 256-row tensor index waited ~20 ms for a core, which would have measured the machine, "
+        "not TorchRL.\n"
+        "- What each call returns differs: rlcore a `TransitionBatch` of numpy arrays (obs_next and discount "
+        "included), rlox/cpprb dicts of numpy arrays, SB3 torch tensors, Tianshou a `Batch`, TorchRL a "
+        "`TensorDict`.\n"
+        "- n-step: cpprb accumulates n-step returns at add time (`Nstep`), so its sample is a plain gather; "
+        "Tianshou's is `sample` + `Algorithm.compute_nstep_return` with a zero target Q (its obs_next gather "
+        "kept); SB3's is `NStepReplayBuffer.sample`.\n"
+        "- HER: FetchReach-sized data (observation 10 / goals 3 float64, act 4, 50-step truncated episodes), "
+        "`future`, k = 4; 100k transitions stored at both capacities. SB3 always calls the env's Python "
+        "`compute_reward` (a DummyVecEnv of a real FetchReach-v4), Tianshou a numpy function; rlox only has its "
+        "native threshold reward and stores float32 flat observations.\n"
+        "- PER: alpha 0.6, beta 0.4; priorities first set to random values in [0.01, 2); one call = "
+        "sample(256) + update_priorities(256) with fresh random priorities.\n"
+    )
+    L.append(
+        "- Scale in observation size: capacity 50k, full, one buffer per (size, library) used first for "
+        "sample(256), then for single adds; 84×84 frames are uint8 everywhere but in rlox, which stores float32 "
+        "flat observations only.\n"
+        "- Save/load: 1M transitions (obs 17), 3 rounds each, each library's own format into a fresh temporary "
+        "directory; loads read what the save just wrote (from the page cache); only rlcore's `save` fsyncs.\n"
+        "- Memory: resident set size (`/proc/self/statm`) before and after building and filling one buffer in a "
+        "fresh subprocess per library (`benches/suite/memory.py`).\n"
+    )
+    return "\n".join(L) + "\n"
+
+
+def headline_table(
+    groups: dict[str, list[dict[str, Any]]], skips: list[dict[str, str]], heads: list[str]
+) -> list[str]:
+    """The headline table's lines (Markdown), also embedded in the README."""
+    peers = [p for p in PEER_ORDER[1:] if any(r["lib"] == p for g in heads for r in groups[g])]
+    L = ["| operation | rlcore | " + " | ".join(peers) + " |", "|---|---:|" + "---:|" * len(peers)]
+    for g in heads:
+        rs = {r["lib"]: r for r in groups[g]}
+        base = rs.get("rlcore")
+        skipped = {sk["lib"] for sk in skips if sk.get("group") == g}
+        cells = [fmt_ratio(rs[p]["ratio"]) if p in rs else "skipped" if p in skipped else "–" for p in peers]
+        unit = groups[g][0]["unit"]
+        first = f"{fmt_time(base['median'], unit)} {unit_label(unit)}" if base else "–"
+        L.append(f"| {g} | {first} | " + " | ".join(cells) + " |")
+    return L
+
+
+def group_table(
+    g: str, rs: list[dict[str, Any]], skipped: dict[str, str], pics: dict[str, str], per_second: bool = False
+) -> list[str]:
+    unit = rs[0]["unit"]
+    u = unit_label(unit)
+    disk = any(r["disk_bytes"] is not None for r in rs)
+    L = [f"### {g}\n"]
+    head = f"| library | median {u} | IQR {u} | run spread | min {u} | rounds | ratio |"
+    head += " per second |" if per_second else ""
+    head += " bytes on disk |" if disk else ""
+    head += " notes |"
+    L.append(head)
+    L.append("|---|" + "---:|" * (6 + per_second + disk) + "---|")
+    for r in rs:
+        line = (
+            f"| {r['lib']} | {fmt_time(r['median'], unit)} | {fmt_time(r['iqr'], unit)} | ±{r['spread'] / 2:.0%} | "
+            f"{fmt_time(r['min'], unit)} | {r['rounds']} | {fmt_ratio(r['ratio'])} |"
+        )
+        if per_second:
+            line += f" {1e6 / r['median']:,.0f} |"
+        if disk:
+            line += f" {fmt_bytes(r['disk_bytes'])} |"
+        L.append(line + f" {r['note']} |")
+    blanks = 5 + per_second + disk
+    for lib, reason in skipped.items():
+        if not any(r["lib"] == lib for r in rs):
+            L.append(f"| {lib} | skipped |" + " |" * blanks + f" {reason} |")
+    L.append("")
+    if g in pics:
+        L.append(f"![{g}]({pics[g]})\n")
+    return L
+
+
+def scale_sections(
+    groups: dict[str, list[dict[str, Any]]], skipped_in: dict[str, dict[str, str]]
+) -> list[str]:
+    """rlcore's cost against capacity, and every library's cost against observation size."""
+    L: list[str] = []
+    scale: dict[str, dict[int, float]] = defaultdict(dict)
+    for rs in groups.values():
+        for r in rs:
+            if r["capacity"] is not None and r["lib"] == "rlcore" and r["obs"] is None and r["unit"] == "us":
+                scale[r["op"]][r["capacity"]] = r["median"]
+    scale = {op: v for op, v in scale.items() if len(v) > 1}
+    if scale:
+        caps = sorted({c for v in scale.values() for c in v})
+        L.append("## Scale: rlcore cost against capacity (µs, median)\n")
+        L.append("| operation | " + " | ".join(_cap(c) for c in caps) + " | largest / smallest |")
+        L.append("|---|" + "---:|" * (len(caps) + 1))
+        for op, v in scale.items():
+            ks = sorted(v)
+            L.append(
+                f"| {op} | "
+                + " | ".join(fmt_us(v[c]) if c in v else "" for c in caps)
+                + f" | {v[ks[-1]] / v[ks[0]]:.2f} |"
+            )
+        L.append(
+            "\nHER rows hold the same 100k transitions at both capacities (issue 3's definition); the other "
+            "operations run on full buffers, so the 1M case also pays for a working set that no longer fits in "
+            "cache.\n"
+        )
+    by_op: dict[str, dict[str, dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
+    obs_order: list[str] = []
+    for g, rs in groups.items():
+        for r in rs:
+            if r["obs"] is None:
+                continue
+            base_op = r["op"].split(", obs")[0]
+            by_op[base_op][r["lib"]][r["obs"]] = r
+            if r["obs"] not in obs_order:
+                obs_order.append(r["obs"])
+        if rs[0]["obs"] is not None:
+            for lib, reason in skipped_in.get(g, {}).items():
+                by_op[rs[0]["op"].split(", obs")[0]][lib].setdefault(rs[0]["obs"], {"skipped": reason})
+    if by_op:
+        obs_order.sort(key=_obs_rank)
+        cap = next(r["capacity"] for rs in groups.values() for r in rs if r["obs"] is not None)
+        L.append(f"## Scale: observation size (capacity {_cap(cap)}; µs, median, and peer / rlcore)\n")
+        for op, libs in by_op.items():
+            L.append(f"### {op}, by observation size\n")
+            L.append("| library | " + " | ".join(f"obs {o}" for o in obs_order) + " |")
+            L.append("|---|" + "---:|" * len(obs_order))
+            for lib in sorted(libs, key=_lib_key):
+                cells = []
+                for o in obs_order:
+                    r = libs[lib].get(o)
+                    if r is None:
+                        cells.append("–")
+                    elif "skipped" in r:
+                        cells.append("skipped")
+                    else:
+                        ratio = (
+                            "" if lib == "rlcore" or r.get("ratio") is None else f" ({fmt_ratio(r['ratio'])})"
+                        )
+                        cells.append(f"{fmt_us(r['median'])}{ratio}")
+                L.append(f"| {lib} | " + " | ".join(cells) + " |")
+            L.append("")
+        L.append(
+            'The per-group tables below ("... obs ... @ 50k") have the spread, the notes and the charts. rlcore '
+            "stores each observation once (obs_next is the next row; one extra row per episode holds the final "
+            "observation), the peers store obs and obs_next; rlox stores float32 only, so its frames are 4× the "
+            "bytes.\n"
+        )
+    return L
+
+
+def memory_section(memory: list[dict[str, Any]]) -> list[str]:
+    """Resident bytes per stored transition, from ``benches/suite/memory.py`` records."""
+    cases: list[str] = []
+    for r in memory:
+        if r["case"] not in cases:
+            cases.append(r["case"])
+    label = {r["case"]: r.get("label", r["case"]) for r in memory}
+    count = {r["case"]: r["n"] for r in memory if "n" in r}
+    naive = {r["case"]: r["naive_bytes_per_transition"] for r in memory if "naive_bytes_per_transition" in r}
+    rec = {(r["lib"], r["case"]): r for r in memory}
+    libs = sorted({r["lib"] for r in memory}, key=_lib_key)
+    L = ["## Memory: resident bytes per stored transition\n"]
+    L.append(
+        "RSS growth of a fresh process (one per library and case) while one buffer is built and filled completely, "
+        "divided by the transitions it holds; act 6 float32, 1,000-step episodes. *naive* = obs + obs_next + act + "
+        "rew (float32) + two 1-byte flags. ratio = peer / rlcore (> 1: rlcore needs less).\n"
+    )
+    L.append(
+        "| library | "
+        + " | ".join(f"{label[c]} ({_count(count.get(c))}): bytes | ratio" for c in cases)
+        + " |"
+    )
+    L.append("|---|" + "---:|---:|" * len(cases))
+    for lib in libs:
+        cells = []
+        for c in cases:
+            r = rec.get((lib, c))
+            base = rec.get(("rlcore", c))
+            if r is None:
+                cells += ["–", ""]
+            elif "skipped" in r:
+                cells += ["skipped", ""]
+            else:
+                cells.append(f"{r['bytes_per_transition']:,.0f}")
+                ok = base is not None and "bytes_per_transition" in base
+                cells.append(
+                    fmt_ratio(r["bytes_per_transition"] / base["bytes_per_transition"]) if ok else ""
+                )
+        L.append(f"| {lib} | " + " | ".join(cells) + " |")
+    L.append("| naive | " + " | ".join(f"{naive[c]:,} | " if c in naive else "– | " for c in cases) + " |")
+    L.append("")
+    sk = [r for r in memory if "skipped" in r]
+    for r in sk:
+        L.append(f"- {r['lib']} ({label[r['case']]}) skipped: {r['skipped']}")
+    if "frames" in count:
+        L.append(
+            f"- The 84×84×4 frame stacks are measured at {count['frames']:,} transitions: 1M of them would need "
+            "28 GB of observations (56 GB with obs_next), more than the machine's memory. The figure is per "
+            "transition and does not depend on the count (each buffer is allocated once)."
+        )
+    L.append(
+        "- rlcore stores each observation once plus one final-observation row per episode and does not "
+        "deduplicate the frames inside a stack; SB3's `optimize_memory_usage=True` also stores observations "
+        "once (and then cannot keep the timeout flag apart from termination).\n"
+    )
+    return L
+
+
+def _count(n: int | None) -> str:
+    if n is None:
+        return "?"
+    return (
+        f"{n // 1_000_000}M"
+        if n >= 1_000_000 and n % 1_000_000 == 0
+        else f"{n // 1000}k"
+        if n % 1000 == 0
+        else str(n)
+    )
+
+
+E2E_TASKS = {
+    "sac-pendulum": "SAC, Pendulum-v1",
+    "ddpg-her-fetchreach": "DDPG + HER, FetchReach-v4",
+    "ppo-cartpole": "PPO, CartPole-v1 (8 envs)",
+}
+
+
+def e2e_section(e2e: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
+    """Env steps per second against SB3, from the end-to-end scripts' JSON records."""
+    L = ["## End to end: env steps per second against SB3\n"]
+    src = meta.get("e2e_source", "")
+    if src:
+        L.append(src + "\n")
+    if e2e:
+        L.append(
+            "| task | library | env steps/s (wall) | env steps/s (CPU) | rlcore / SB3 (wall) | rlcore / SB3 (CPU) | "
+            "rounds × env steps |"
+        )
+        L.append("|---|---|---:|---:|---:|---:|---|")
+        tasks: list[str] = []
+        for r in e2e:
+            if r["task"] not in tasks:
+                tasks.append(r["task"])
+        for t in tasks:
+            rs = {r["library"]: r for r in e2e if r["task"] == t}
+            ours = rs.get("rlcore")
+            for lib in sorted(rs, key=_lib_key):
+                r = rs[lib]
+                rw = rc = ""
+                if ours is not None and lib != "rlcore":
+                    rw = _e2e_ratio(ours, r, "wall")
+                    rc = _e2e_ratio(ours, r, "cpu")
+                L.append(
+                    f"| {E2E_TASKS.get(t, t)} | {lib} | {r['env_steps_per_s_wall']:,.0f} | {r['env_steps_per_s_cpu']:,.0f} "
+                    f"| {rw} | {rc} | {r.get('rounds', '?')} × {r.get('steps_per_round', '?'):,} |"
+                )
+        L.append(
+            "\nBoth libraries train in one process, alternating chunks (rlcore, SB3, rlcore, ...), one torch thread, "
+            "CPU, the same hyperparameters (SB3's defaults; see `benches/e2e_speed.py` and "
+            "`benches/ppo_speed_sb3.py`). The ratios are medians of the per-round ratios when the rounds are "
+            "paired, > 1: rlcore is faster. CPU = env steps per CPU second of the process (steadier on a shared "
+            "machine). Tianshou is not run end to end.\n"
+        )
+    for note in meta.get("e2e_notes", []):
+        L.append(f"- {note}")
+    if meta.get("e2e_notes"):
+        L.append("")
+    return L
+
+
+def _e2e_ratio(ours: dict[str, Any], theirs: dict[str, Any], what: str) -> str:
+    a, b = ours.get(f"per_round_{what}"), theirs.get(f"per_round_{what}")
+    if a and b and len(a) == len(b):
+        return f"{statistics.median(x / y for x, y in zip(a, b, strict=True)):.2f}"
+    return f"{ours[f'env_steps_per_s_{what}'] / theirs[f'env_steps_per_s_{what}']:.2f}"
+
+
+def _cap(c: int) -> str:
+    return f"{c // 1_000_000}M" if c >= 1_000_000 else f"{c // 1000}k"
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python benches/report.py", description=__doc__.split("\n\n")[0].replace("\n", " ")
+    )
+    ap.add_argument(
+        "--runs", type=int, default=1, help="independent pytest runs; the report takes medians over them"
+    )
+    ap.add_argument("--save", type=Path, help="keep the raw JSON of every part in this directory")
+    ap.add_argument("--from", dest="from_dir", type=Path, help="rebuild the report from a --save directory")
+    ap.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"the Markdown report (default {DEFAULT_OUT})"
+    )
+    ap.add_argument("-k", dest="keyword", help="pytest -k expression (a subset of the micro benchmarks)")
+    ap.add_argument("--no-micro", action="store_true", help="skip the pytest-benchmark suite")
+    ap.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
+    ap.add_argument(
+        "--e2e",
+        choices=("quick", "full", "none"),
+        default="quick",
+        help="end-to-end scripts with small budgets (default), their own defaults, or not at all",
+    )
+    ap.add_argument(
+        "--e2e-json", type=Path, action="append", help="read end-to-end results from this JSON instead"
+    )
+    args = ap.parse_args(argv)
+
+    if args.from_dir:
+        raw = args.from_dir
+        meta = json.loads((raw / "meta.json").read_text())
+    else:
+        raw = args.save or Path(tempfile.mkdtemp(prefix="rlcore-bench-"))
+        raw.mkdir(parents=True, exist_ok=True)
+        for old in [*raw.glob("run-*.json"), *raw.glob("e2e-*.json"), raw / "memory.json"]:
+            old.unlink(missing_ok=True)
+        start = dt.datetime.now(dt.UTC)
+        t0 = time.perf_counter()
+        loads: list[tuple[str, str]] = [("at the start", load_average())]
+        vers = versions()  # before the runs: the build that the runs load
+        built = _module_mtime()
+        e2e_notes: list[str] = []
+        if not args.no_micro:
+            for k in range(args.runs):
+                print(f"== micro and scale benchmarks, run {k + 1} of {args.runs}", flush=True)
+                out = raw / f"run-{k}.json"
+                rc = run_benchmarks(
+                    out, raw / f"run-{k}.skips.json", ["-k", args.keyword] if args.keyword else []
+                )
+                if rc != 0:
+                    print(f"benchmarks failed (pytest exit code {rc})", file=sys.stderr)
+                    if not out.exists():
+                        return rc or 1
+            loads.append(("after the micro benchmarks", load_average()))
+        if not args.no_memory:
+            print("== memory", flush=True)
+            run_memory(raw / "memory.json")
+            loads.append(("after the memory runs", load_average()))
+        if args.e2e_json:
+            for k, p in enumerate(args.e2e_json):
+                (raw / f"e2e-saved-{k}.json").write_text(p.read_text())
+            e2e_source = (
+                "From saved results: " + ", ".join(f"`{p}`" for p in args.e2e_json) + " (not re-run)."
+            )
+        elif args.e2e != "none":
+            print(f"== end to end ({args.e2e})", flush=True)
+            e2e_notes = run_e2e(args.e2e, raw)
+            loads.append(("after the end-to-end runs", load_average()))
+            e2e_source = (
+                "Measured in this run with small budgets (`--e2e quick`: e2e_speed.py 2 rounds × 300 env steps after "
+                "200 untimed, ppo_speed_sb3.py 1 round × 16,384 env steps): indicative only. Longer runs: `--e2e full` "
+                "(the scripts' defaults) and docs/training.md."
+                if args.e2e == "quick"
+                else "Measured in this run with the scripts' default budgets."
+            )
+            if not list(raw.glob("e2e-*.json")):
+                e2e_source = ""  # nothing ran: the notes say why
+        else:
+            e2e_source = ""
+            e2e_notes = ["not measured in this run (`--e2e none`)"]
+        rebuilt = _module_mtime()
+        if rebuilt != built and rebuilt is not None:
+            vers["rlcore"] += (
+                f" — the native module was rebuilt at {rebuilt:%H:%M} UTC while the runs went on; each run"
+                " loads it once, at its start"
+            )
+        meta = {
+            "date": start.strftime("%Y-%m-%d %H:%M UTC"),
+            "duration": f"{(time.perf_counter() - t0) / 60:.1f} min",
+            "runs": args.runs,
+            "machine": machine(),
+            "versions": vers,
+            "loads": loads,
+            "e2e_source": e2e_source,
+            "e2e_notes": e2e_notes,
+        }
+        (raw / "meta.json").write_text(json.dumps(meta, indent=1))
+    text, pics = build_report(raw, meta, args.out)
+    print(f"wrote {args.out} and {len(pics)} charts in {args.out.parent / 'img'} (raw results in {raw})")
+    return 0
+
+
+def build_report(raw: Path, meta: dict[str, Any], out: Path) -> tuple[str, dict[str, str]]:
+    """Read a results directory (``run-*.json``, ``run-*.skips.json``, ``memory.json``,
+    ``e2e-*.json``), write the charts next to ``out`` (``img/``) and the Markdown to ``out``."""
+    json_paths = sorted(p for p in raw.glob("run-*.json") if not p.name.endswith(".skips.json"))
+    rows = load_results(json_paths)
+    skips: list[dict[str, str]] = []
+    for p in sorted(raw.glob("run-*.skips.json")):
+        for sk in json.loads(p.read_text()):
+            if sk not in skips:
+                skips.append(sk)
+    memory = json.loads((raw / "memory.json").read_text()) if (raw / "memory.json").exists() else None
+    e2e_files = sorted(raw.glob("e2e-*.json"))
+    e2e = [r for p in e2e_files for r in json.loads(p.read_text())] if e2e_files else None
+    groups = by_group(rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pics = charts(groups, out.parent / "img")
+    text = write_markdown(groups, skips, pics, meta, memory=memory, e2e=e2e)
+    out.write_text(text)
+    return text, pics
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

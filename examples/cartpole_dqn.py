@@ -28,7 +28,7 @@ import rlcore
 import torch
 from rlcore.algos import DQN, DQNConfig
 from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger
-from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
+from rlcore.trainers import OffPolicyTrainer, OffPolicyTrainerConfig
 
 
 def parse_args() -> argparse.Namespace:

@@ -29,7 +29,8 @@ import rlcore
 import torch
 from rlcore.algos.bc import BC, BCConfig
 from rlcore.algos.gail import GAIL
-from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig, collect_expert, gail_settings
+from rlcore.cli.imitation import collect_expert
+from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig, gail_settings
 from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger
 
 ENV = "CartPole-v1"

@@ -22,7 +22,7 @@ import gymnasium as gym
 import torch
 from rlcore.algos import PPO, PPOConfig
 from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger
-from rlcore.onpolicy_trainer import OnPolicyTrainer, OnPolicyTrainerConfig
+from rlcore.trainers import OnPolicyTrainer, OnPolicyTrainerConfig
 
 
 def parse_args() -> argparse.Namespace:

@@ -26,7 +26,7 @@ import rlcore
 import torch
 from rlcore.algos import SAC, SACConfig
 from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
-from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
+from rlcore.trainers import OffPolicyTrainer, OffPolicyTrainerConfig
 
 
 def parse_args() -> argparse.Namespace:

@@ -30,9 +30,10 @@ import torch
 from rlcore.algos.bc import BC, BCConfig
 from rlcore.algos.gail import GAIL, GAILConfig
 from rlcore.algos.ppo import PPOConfig
-from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig, collect_expert
+from rlcore.cli.imitation import collect_expert
+from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig
 from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger
-from rlcore.onpolicy_trainer import OnPolicyTrainerConfig
+from rlcore.trainers import OnPolicyTrainerConfig
 
 ENV = "Pendulum-v1"
 

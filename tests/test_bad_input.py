@@ -699,7 +699,7 @@ def test_load_of_a_file_or_a_manifest_pointing_elsewhere_raises_save_file_error(
 
     m = json.loads((tmp_path / "b" / "manifest.json").read_text())
     other = json.loads((tmp_path / "a" / "manifest.json").read_text())
-    from rlcore.persist import seal
+    from rlcore.buffers.persist import seal
 
     for field, value in [
         ("data_dir", f"../a/{other['data_dir']}"),

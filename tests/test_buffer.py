@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import RefBuffer
 from rlcore._core import _crc32c
+from rlcore.buffers.persist import seal
 from rlcore.errors import SaveFileError
-from rlcore.persist import seal
 
 F32 = np.float32
 KINDS = ("step", "step", "step", "term", "trunc", "cut", "mask")
@@ -1315,7 +1315,7 @@ def test_integer_flags_are_stored_as_zero_or_one():
 
 @pytest.mark.parametrize("crash_in", ["np.save", "os.replace"])
 def test_save_crashing_midway_leaves_previous_save_intact(tmp_path, monkeypatch, crash_in):
-    import rlcore.persist as persist_mod
+    import rlcore.buffers.persist as persist_mod
 
     buf = _wrapped()
     root = tmp_path / "ckpt"

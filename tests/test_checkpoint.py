@@ -1,11 +1,11 @@
-"""rlcore.checkpoint: a checkpoint holds data, never code.
+"""rlcore.trainers.checkpoint: a checkpoint holds data, never code.
 
 Crafted files whose unpickling creates a marker file (``trainer.pt``, ``buffer.pkl`` of the old
 format, ``env_state.pkl``, the expert checkpoint of collect-expert, a BC/GAIL expert dataset) are
 refused with a typed error and the marker never appears, except for the env snapshot with
 ``trust_env_state=True`` (the documented opt-in). Also: every algorithm's state loads with
 ``torch.load(weights_only=True)``, the plain-value and RNG conversions round-trip, saves are
-durable, and ``python -m rlcore.checkpoint convert`` turns a trusted old checkpoint into one that
+durable, and ``rlcore convert-checkpoint`` turns a trusted old checkpoint into one that
 resumes exactly.
 """
 
@@ -28,7 +28,6 @@ import numpy as np
 import pytest
 import rlcore
 import torch
-from rlcore import checkpoint
 from rlcore.algos import (
     A2C,
     DDPG,
@@ -50,9 +49,10 @@ from rlcore.algos.gail import GAIL, GAILConfig
 from rlcore.cli import main as cli_main
 from rlcore.errors import CheckpointError, SaveFileError
 from rlcore.imitation import GAILTrainer, OfflineTrainer, OfflineTrainerConfig, load_expert_policy
-from rlcore.onpolicy_trainer import OnPolicyTrainer, OnPolicyTrainerConfig
 from rlcore.stats import flatten_stats
-from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
+from rlcore.trainers import checkpoint
+from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
+from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 
 torch.set_num_threads(1)
 
@@ -200,7 +200,7 @@ def test_crafted_trainer_pt_is_refused_and_runs_nothing(kind: str, tmp_path: Pat
     path = saved(TRAINERS[kind], tmp_path / "ckpt")
     marker = tmp_path / "marker"
     crafted_torch_file(generation(path) / "trainer.pt", marker)
-    with pytest.raises(CheckpointError, match=r"weights_only=True.*python -m rlcore\.checkpoint convert"):
+    with pytest.raises(CheckpointError, match=r"weights_only=True.*rlcore convert-checkpoint"):
         TRAINERS[kind]().load_checkpoint(path)
     assert not marker.exists()
 
@@ -221,7 +221,7 @@ def test_old_format_checkpoint_is_refused_unread(kind: str, files: tuple[str, ..
     if "meta.json" in files:
         (old / "meta.json").write_text('{"iteration": 1, "env_steps": 20}')
     with pytest.raises(
-        CheckpointError, match=f"old format.*python -m rlcore.checkpoint convert {old} NEW_DIR"
+        CheckpointError, match=f"old format.*rlcore convert-checkpoint {old} NEW_DIR"
     ):
         TRAINERS[kind]().load_checkpoint(old)
     assert not marker.exists()
@@ -278,7 +278,7 @@ def test_crafted_expert_checkpoint_of_collect_expert_is_refused(
         argv = ["collect-expert", "--algo", "ppo", "--env", "CartPole-v1", "--episodes", "1"]
         assert cli_main([*argv, "--checkpoint", str(run), "--out", str(tmp_path / f"data-{layout}")]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("rlcore: error: ") and "python -m rlcore.checkpoint convert" in err
+        assert err.startswith("rlcore: error: ") and "rlcore convert-checkpoint" in err
         assert err.count("\n") == 1
         assert not marker.exists()
         assert not (tmp_path / f"data-{layout}").exists()
@@ -541,7 +541,7 @@ def test_convert_turns_a_trusted_old_checkpoint_into_one_that_resumes_exactly(
     write_old_checkpoint(stopped, tmp_path / "old")
     with pytest.raises(CheckpointError, match="old format"):
         make().load_checkpoint(tmp_path / "old")
-    assert checkpoint.main(["convert", str(tmp_path / "old"), str(tmp_path / "new")]) == 0
+    assert cli_main(["convert-checkpoint", str(tmp_path / "old"), str(tmp_path / "new")]) == 0
     captured = capsys.readouterr()
     assert "runs any code" in captured.err and "converted" in captured.out
     pickles = sorted(p.name for p in (tmp_path / "new").rglob("*.pkl"))
@@ -556,17 +556,17 @@ def test_convert_turns_a_trusted_old_checkpoint_into_one_that_resumes_exactly(
     else:
         assert got == want[3:]
     # converting again, or into a non-empty directory, is refused
-    assert checkpoint.main(["convert", str(tmp_path / "new"), str(tmp_path / "other")]) == 2
-    assert checkpoint.main(["convert", str(tmp_path / "old"), str(tmp_path / "new")]) == 2
+    assert cli_main(["convert-checkpoint", str(tmp_path / "new"), str(tmp_path / "other")]) == 2
+    assert cli_main(["convert-checkpoint", str(tmp_path / "old"), str(tmp_path / "new")]) == 2
     assert "not an empty directory" in capsys.readouterr().err
 
 
-def test_convert_runs_as_a_module(tmp_path: Path) -> None:
+def test_convert_runs_as_the_rlcore_command(tmp_path: Path) -> None:
     trainer = offline()
     next(trainer)
     write_old_checkpoint(trainer, tmp_path / "old")
     done = subprocess.run(
-        [sys.executable, "-m", "rlcore.checkpoint", "convert", str(tmp_path / "old"), str(tmp_path / "new")],
+        [sys.executable, "-m", "rlcore.cli", "convert-checkpoint", str(tmp_path / "old"), str(tmp_path / "new")],
         capture_output=True,
         text=True,
         check=False,

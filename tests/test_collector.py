@@ -8,7 +8,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
-from rlcore.collector import Collector, evaluate
+from rlcore.collect.collector import Collector
+from rlcore.collect.evaluate import evaluate
 
 
 class CountEnv(gym.Env):

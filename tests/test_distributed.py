@@ -335,7 +335,7 @@ def _make_envs(n):
 def test_killed_collector_restarts_and_keeps_rows(ray_session):
     """A PER run: collectors write, the learner samples and sends priorities back; one collector is
     killed mid-run."""
-    from rlcore.trainer import OffPolicyTrainerConfig
+    from rlcore.trainers.off_policy import OffPolicyTrainerConfig
 
     buf = ShardedReplayBuffer(
         functools.partial(rlcore.PrioritizedReplayBuffer, 20_000), num_shards=2, num_envs=2, seed=0
@@ -427,7 +427,7 @@ def test_init_ray_with_an_address_joins_it_unchanged(monkeypatch):
 
 
 def _dist_trainer(buf, **cfg):
-    from rlcore.trainer import OffPolicyTrainerConfig
+    from rlcore.trainers.off_policy import OffPolicyTrainerConfig
 
     return DistributedTrainer(
         _RandomAlgo(),
@@ -464,8 +464,8 @@ def _same_shards(a, b) -> None:
 
 
 def test_distributed_checkpoint_is_plain_files_and_restores_every_shard(ray_session, tmp_path):
-    from rlcore.checkpoint import CONVERT_HINT  # noqa: F401 - the module is importable beside Ray
     from rlcore.errors import CheckpointError
+    from rlcore.trainers.checkpoint import CONVERT_HINT  # noqa: F401 - the module is importable beside Ray
 
     buf = _per_buffer()
     trainer = _dist_trainer(buf, max_env_steps=1_000, per_beta_end=1.0)
@@ -512,7 +512,7 @@ def test_distributed_checkpoint_is_plain_files_and_restores_every_shard(ray_sess
     old.mkdir()
     torch.save({"dist": {}, "algorithm": Plant()}, old / "trainer.pt")
     (old / "buffer.pkl").write_bytes(__import__("pickle").dumps(Plant()))
-    with pytest.raises(CheckpointError, match="python -m rlcore.checkpoint convert"):
+    with pytest.raises(CheckpointError, match="rlcore convert-checkpoint"):
         other.load_checkpoint(old)
     assert not marker.exists()
 
@@ -534,7 +534,7 @@ def test_convert_reads_an_old_distributed_checkpoint(ray_session, tmp_path):
     import pickle
 
     import torch
-    from rlcore import checkpoint
+    from rlcore.cli.convert_checkpoint import convert
 
     buf = _per_buffer()
     trainer = _dist_trainer(buf, max_env_steps=1_000)
@@ -558,7 +558,7 @@ def test_convert_reads_an_old_distributed_checkpoint(ray_session, tmp_path):
     )
     with open(old / "buffer.pkl", "wb") as f:
         pickle.dump(buf.state_dict(), f)
-    checkpoint.convert(old, tmp_path / "new")
+    convert(old, tmp_path / "new")
     fresh_buf = _per_buffer()
     fresh = _dist_trainer(fresh_buf, max_env_steps=1_000)
     fresh.load_checkpoint(tmp_path / "new")

@@ -68,7 +68,7 @@ def test_her_buffer_on_point_goal_relabels_with_the_env_reward(native):
 def test_ddpg_her_solves_point_goal_in_500_steps_where_random_actions_do_not():
     import torch
     from rlcore.algos import DDPG, DDPGConfig
-    from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
+    from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
 
     torch.set_num_threads(1)
     def make(n):

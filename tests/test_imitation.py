@@ -17,7 +17,8 @@ from rlcore.algos.bc import BC, BCConfig, BCStats
 from rlcore.algos.gail import GAIL, GAILConfig, GAILStats
 from rlcore.algos.ppo import PPOConfig
 from rlcore.cli import main
-from rlcore.collector import Collector
+from rlcore.collect.collector import Collector
+from rlcore.collect.sampler import RolloutSampler
 from rlcore.imitation import (
     GAILTrainer,
     OfflineTrainer,
@@ -25,9 +26,8 @@ from rlcore.imitation import (
     load_expert_policy,
     record_episodes,
 )
-from rlcore.onpolicy_trainer import OnPolicyTrainerConfig
-from rlcore.rollout import RolloutSampler
 from rlcore.stats import EpochStats, flatten_stats
+from rlcore.trainers.on_policy import OnPolicyTrainerConfig
 
 torch.set_num_threads(1)
 

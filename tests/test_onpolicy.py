@@ -23,10 +23,11 @@ from rlcore.algos.actor_critic import (
     ppo_policy_loss,
     value_loss,
 )
-from rlcore.checkpoint import resume_seed
-from rlcore.onpolicy_trainer import OnPolicyTrainer, OnPolicyTrainerConfig
-from rlcore.rollout import Rollout, RolloutSampler
+from rlcore.batch import Rollout
+from rlcore.collect.sampler import RolloutSampler
 from rlcore.stats import EpochStats, EvalStats, flatten_stats
+from rlcore.trainers.checkpoint import resume_seed
+from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""The save directory (rlcore.persist; DESIGN.md "Durability", CASES.md #16): a save owns only
+"""The save directory (rlcore.buffers.persist; DESIGN.md "Durability", CASES.md #16): a save owns only
 what it wrote, concurrent saves leave one complete save, corrupt or edited saves are refused
 before anything is allocated, any column name round-trips, subclasses keep their class."""
 
@@ -54,7 +54,7 @@ def _reseal(m):
     """``m`` with a valid manifest checksum: what a faulty writer would leave. (The code before
     manifest checksums has nothing to reseal, so these tests also run against it.)"""
     try:
-        from rlcore.persist import seal
+        from rlcore.buffers.persist import seal
     except ImportError:
         return m
     m = {k: v for k, v in m.items() if k != "checksum"}
@@ -156,7 +156,7 @@ def test_save_killed_before_its_manifest_is_cleaned_by_the_next_save_and_nothing
     # a save killed with SIGKILL just before it renames its manifest into place
     killed = _run(
         """
-        import os, signal, sys, numpy as np, rlcore, rlcore.persist as p
+        import os, signal, sys, numpy as np, rlcore, rlcore.buffers.persist as p
         buf = rlcore.ReplayBuffer(300, seed=5)
         o = np.ones((10, 17), np.float32)
         buf.extend(o, np.zeros((10, 6), np.float32), np.ones(10), np.zeros(10, bool), np.zeros(10, bool), o)
@@ -501,7 +501,7 @@ def test_any_column_name_round_trips_through_save_and_load(tmp_path):
 
 @pytest.mark.parametrize("fail_at", ["third file", "manifest rename"])
 def test_a_failed_save_leaves_the_directory_exactly_as_it_was(tmp_path, monkeypatch, fail_at):
-    import rlcore.persist as persist
+    import rlcore.buffers.persist as persist
 
     root = tmp_path / "d"
     first = _filled(200, 0)
@@ -607,7 +607,7 @@ def test_tampered_save_is_refused_naming_the_file(tmp_path, reader, tamper):
 
 def test_every_file_and_the_manifest_carry_a_crc32c_that_matches(tmp_path):
     from rlcore._core import _crc32c
-    from rlcore.persist import seal
+    from rlcore.buffers.persist import seal
 
     def crc32c(raw: bytes) -> str:
         return f"{_crc32c(np.frombuffer(raw, np.uint8)):08x}"

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import rlcore
 from gymnasium.vector import AutoresetMode
-from rlcore.collector import Collector, evaluate
-from rlcore.rollout import RolloutSampler
+from rlcore.collect.collector import Collector
+from rlcore.collect.evaluate import evaluate
+from rlcore.collect.sampler import RolloutSampler
 
 LENGTH = 6
 F_CUT = 4  # flag bit of a row whose episode the continuity check cut (rlcore-core storage.rs)

@@ -11,9 +11,9 @@ import pytest
 import torch
 from rlcore.algos import DDPG, DQN, SAC, TD3, DDPGConfig, DQNConfig, SACConfig, SACStats, TD3Config
 from rlcore.batch import TransitionBatch
-from rlcore.checkpoint import resume_seed
 from rlcore.stats import EpochStats, EvalStats, flatten_stats
-from rlcore.trainer import OffPolicyTrainer, OffPolicyTrainerConfig
+from rlcore.trainers.checkpoint import resume_seed
+from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
 
 torch.set_num_threads(1)
 

@@ -8,8 +8,11 @@ are thin PyTorch layers (``rlcore.algos``, ``rlcore.collector``, ``rlcore.traine
 from rlcore import errors
 from rlcore._core import AddResult, __version__
 from rlcore.batch import TransitionBatch
-from rlcore.buffers import HERReplayBuffer, LinearSchedule, PrioritizedReplayBuffer, ReplayBuffer
+from rlcore.buffers.her import HERReplayBuffer
+from rlcore.buffers.prioritized import PrioritizedReplayBuffer
+from rlcore.buffers.replay import ReplayBuffer
 from rlcore.returns import compute_gae, compute_nstep_returns
+from rlcore.schedules import LinearSchedule
 
 __all__ = [
     "AddResult",

@@ -1,15 +1,19 @@
-"""The sampled batch handed to a learner."""
+"""What a learner is handed: a sampled :class:`TransitionBatch` (off-policy) or a ``[T, N]``
+:class:`Rollout` (on-policy)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from rlcore.returns import compute_gae
+
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TransitionBatch"]
+__all__ = ["Rollout", "TransitionBatch"]
 
 Obs = "np.ndarray | dict[str, np.ndarray]"
 
@@ -106,3 +110,90 @@ class TransitionBatch(NamedTuple):
             weights=conv(self.weights),
             extras={k: conv(v) for k, v in self.extras.items()},
         )
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """``T`` vector steps of ``N`` envs, time-major. Arrays are owned by the rollout (not reused).
+
+    ``act`` holds the policy's raw sample (before clipping to a ``Box`` action space), so its
+    ``log_prob`` is exact; the env received the clipped action.
+    """
+
+    obs: np.ndarray
+    """``[T, N, *O]`` observation at each step (NEXT_STEP reset rows: the final observation o_L)."""
+    act: np.ndarray
+    """``[T, N, *A]`` sampled actions (int64 for Discrete, float32 for Box)."""
+    rew: np.ndarray
+    """float32 ``[T, N]`` rewards to learn from (``reward_fn``'s output when one is given); 0 on invalid rows."""
+    terminated: np.ndarray
+    """bool ``[T, N]``: the episode ended in a terminal state at this step (no bootstrap)."""
+    truncated: np.ndarray
+    """bool ``[T, N]``: the episode was cut at this step (time limit); bootstraps from ``final_value``."""
+    valid: np.ndarray
+    """bool ``[T, N]``: the row is a transition (False only for NEXT_STEP reset rows)."""
+    log_prob: np.ndarray
+    """float32 ``[T, N]`` log pi(act | obs) under the sampling policy."""
+    value: np.ndarray
+    """float32 ``[T, N]`` V(obs) under the sampling critic."""
+    final_value: np.ndarray
+    """float32 ``[T, N]`` V(final observation) where ``truncated``; 0 elsewhere."""
+    last_value: np.ndarray
+    """float32 ``[N]`` V of the observation after the last step (bootstrap of rollouts cut mid-episode)."""
+    env_rew: np.ndarray
+    """float32 ``[T, N]`` the env's own rewards (episode statistics; equal to ``rew`` without ``reward_fn``)."""
+
+    @property
+    def num_steps(self) -> int:
+        """T, vector steps."""
+        return int(self.rew.shape[0])
+
+    @property
+    def num_envs(self) -> int:
+        """N, envs."""
+        return int(self.rew.shape[1])
+
+    @property
+    def num_transitions(self) -> int:
+        """Valid rows (env steps)."""
+        return int(self.valid.sum())
+
+    def next_value(self) -> np.ndarray:
+        """float32 ``[T, N]`` value of the observation after each step.
+
+        ``value[t + 1]`` inside the rollout, ``last_value`` after the last step, and
+        ``final_value`` where the step was truncated (the true final observation, not the reset one).
+        Terminated rows carry a value here too; GAE ignores it.
+        """
+        next_TN = np.empty_like(self.value)
+        next_TN[:-1] = self.value[1:]
+        next_TN[-1] = self.last_value
+        return np.where(self.truncated, self.final_value, next_TN).astype(np.float32)
+
+    def advantages(
+        self,
+        gamma: float,
+        gae_lambda: float,
+        *,
+        rew: np.ndarray | None = None,
+        value: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """GAE advantages and returns ``(adv [T, N], ret [T, N])`` from the Rust :func:`rlcore.compute_gae`.
+
+        Schulman et al. 2016, eq. 16: ``delta_t = r_t + gamma (1 - term_t) V(s_{t+1}) - V(s_t)``,
+        ``A_t = delta_t + gamma lambda (1 - done_t) A_{t+1}``, ``ret = A + V``; ``V(s_{t+1})`` is
+        :meth:`next_value`. Invalid rows get whatever the recursion gives and must be masked by the
+        caller (they never leak into valid rows: the row before a reset row is a done row).
+
+        Args:
+            gamma: discount; gae_lambda: lambda (1.0: Monte-Carlo returns minus the baseline).
+            rew: rewards to use instead of ``self.rew`` (e.g. scaled by a return normaliser).
+            value: values to use instead of ``self.value``/``final_value``/``last_value``; pass zeros
+                (``np.zeros_like(self.value)``) for a baseline-free REINFORCE: then every bootstrap is 0.
+        """
+        rew_TN = self.rew if rew is None else rew
+        if value is None:
+            value_TN, next_TN = self.value, self.next_value()
+        else:
+            value_TN, next_TN = value, np.zeros_like(value)
+        return compute_gae(rew_TN, value_TN, next_TN, self.terminated, self.truncated, gamma, gae_lambda)

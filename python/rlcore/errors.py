@@ -54,4 +54,4 @@ class CheckpointError(SaveFileError):
     """A trainer checkpoint that rlcore refuses to load, because loading it could run code from
     the file or it is not a checkpoint of this trainer. The message says what was found and, for a
     checkpoint of the old pickle format, the one command that converts a trusted one
-    (``python -m rlcore.checkpoint convert OLD NEW``)."""
+    (``rlcore convert-checkpoint OLD NEW``)."""

@@ -32,7 +32,7 @@ from rlcore.algos.actor_critic import (
     value_loss,
 )
 from rlcore.algos.common import resolve_device
-from rlcore.rollout import Rollout
+from rlcore.batch import Rollout
 
 __all__ = ["A2C", "A2CConfig", "A2CStats"]
 

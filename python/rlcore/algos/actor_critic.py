@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.batch import Rollout
 from rlcore.nets import EnsembleLinear, ObsEncoder, RunningMeanStd
-from rlcore.rollout import Rollout
 
 __all__ = [
     "ActorCritic",

@@ -56,8 +56,8 @@ from torch import nn
 
 from rlcore.algos.common import resolve_device
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
+from rlcore.batch import Rollout
 from rlcore.nets import ObsEncoder, mlp
-from rlcore.rollout import Rollout
 
 __all__ = ["GAIL", "Discriminator", "DiscriminatorStats", "GAILConfig", "GAILStats", "gradient_penalty"]
 

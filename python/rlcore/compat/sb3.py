@@ -91,8 +91,8 @@ try:
 except ImportError as _err:  # pragma: no cover - exercised only without the extra
     raise _missing("stable-baselines3", "sb3", _err) from _err
 
-from rlcore.buffers import HERReplayBuffer as _CoreHER
-from rlcore.buffers import ReplayBuffer as _CoreBuffer
+from rlcore.buffers.her import HERReplayBuffer as _CoreHER
+from rlcore.buffers.replay import ReplayBuffer as _CoreBuffer
 from rlcore.errors import ApiUsageError
 
 __all__ = ["DictReplayBuffer", "HerReplayBuffer", "NStepReplayBuffer", "ReplayBuffer"]

@@ -8,8 +8,7 @@ observation of row t + 1, so the next observation of a terminated, truncated or 
 episode is always the true one. The overhead is one row per episode.
 
 The hot methods (``add``, ``__len__``) are the Rust methods themselves; ``sample`` is a one-line
-wrapper that packs the Rust result into a :class:`~rlcore.batch.TransitionBatch`.
-"""
+wrapper that packs the Rust result into a :class:`~rlcore.batch.TransitionBatch`."""
 
 from __future__ import annotations
 
@@ -20,18 +19,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rlcore import persist
-from rlcore._core import MAX_PRIORITY as _MAX_PRIORITY
 from rlcore._core import AddResult, RawBuffer, _state_layout
 from rlcore.batch import TransitionBatch
-from rlcore.errors import ApiUsageError, InvalidValueError, RlcoreError, SaveFileError, ShapeError
+from rlcore.buffers import persist
+from rlcore.errors import ApiUsageError, RlcoreError, SaveFileError, ShapeError
 
-__all__ = [
-    "HERReplayBuffer",
-    "LinearSchedule",
-    "PrioritizedReplayBuffer",
-    "ReplayBuffer",
-]
+__all__ = ["ReplayBuffer"]
+
 
 _new_batch = tuple.__new__
 
@@ -92,6 +86,12 @@ class ReplayBuffer(RawBuffer):
     _kind: ClassVar[str] = "replay"
     # no per-instance __dict__: attribute lookups on the hot methods skip the instance dict
     __slots__ = ("__weakref__",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # rlcore's own buffer kinds register for load(); a user's subclass keeps its base's kind
+        if "_kind" in cls.__dict__ and cls.__module__.startswith("rlcore."):
+            _KINDS[cls._kind] = cls
 
     def __new__(cls, capacity: int, *, num_envs: int = 1, seed: int | None = None) -> ReplayBuffer:
         return super().__new__(cls, capacity, num_envs=num_envs, seed=seed)
@@ -395,7 +395,7 @@ class ReplayBuffer(RawBuffer):
         """Save to directory ``path`` (created if needed): the state as one ``.npy`` file per
         array in a fresh data folder, then ``manifest.json`` (config, columns, a CRC-32 of every
         file and of itself), written last and atomically; format and guarantees in
-        :mod:`rlcore.persist`.
+        :mod:`rlcore.buffers.persist`.
 
         A crash or error mid-save leaves the previous save loadable and nothing of this one
         behind. Once the new manifest is durable, only the data folder of the manifest it
@@ -538,7 +538,7 @@ def _instance_state(buf: ReplayBuffer) -> tuple[dict[str, Any] | None, dict[str,
     """A subclass's own attributes (its ``__dict__`` and ``__slots__``) for pickle and copy."""
     slots = {}
     for klass in type(buf).__mro__:
-        if klass.__module__ == __name__ or klass in (RawBuffer, object):
+        if klass.__module__.startswith("rlcore.buffers.") or klass in (RawBuffer, object):
             continue
         names = klass.__dict__.get("__slots__", ())
         for name in (names,) if isinstance(names, str) else names:
@@ -606,360 +606,6 @@ def _count_segments(obs: Any, obs_next: Any, terminated: Any, truncated: Any) ->
     return 1 + int(breaks.sum())
 
 
-class PrioritizedReplayBuffer(ReplayBuffer):
-    """Prioritized experience replay (Schaul et al. 2016, "Prioritized Experience Replay").
-
-    Rows are sampled with probability ``P(i) = p_i / sum_j p_j`` where ``p_i = (|delta_i| +
-    eps)^alpha`` (sec. 3.3), stratified over B equal slices of the priority mass; new transitions
-    get the largest priority set so far. ``sample`` also returns ``weights = (N P(i))^-beta /
-    max_j (N P(j))^-beta`` (sec. 3.4, float32 [B]) with the max taken over all stored
-    transitions. Priorities live in a sum tree and a min tree of float64 in the core; terminal
-    rows and overwritten rows have priority 0 and are never sampled.
-
-    A stored priority is at most :attr:`MAX_PRIORITY` (1e280): ``update_priorities`` refuses
-    larger ones, so the total priority mass of any buffer stays finite whatever adds and
-    updates come. Weights are computed from the priority ratio ``p_i / p_min`` (from logarithms
-    where that ratio overflows), never through ``p / total``; a weight below float32's
-    smallest normal number 2**-126 is returned as 2**-126, so every weight lies in
-    ``[2**-126, 1]``.
-
-    Args:
-        capacity, num_envs, seed: as :class:`ReplayBuffer`.
-        alpha: priority exponent (0 = uniform).
-        beta: importance-sampling exponent; settable any time (``buf.beta = 1.0``), see
-            :class:`LinearSchedule`.
-        eps: added to every priority so none is zero.
-
-    Raises:
-        InvalidValueError: alpha < 0, beta < 0, eps <= 0, or ``eps ** alpha`` (the smallest
-            priority) outside ``(0, MAX_PRIORITY]``.
-        DTypeError: alpha, beta or eps not a number (bool, None, a string).
-    """
-
-    MAX_PRIORITY: ClassVar[float] = _MAX_PRIORITY
-
-    _kind: ClassVar[str] = "prioritized"
-    __slots__ = ()
-
-    def __new__(
-        cls,
-        capacity: int,
-        *,
-        num_envs: int = 1,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
-        seed: int | None = None,
-    ) -> PrioritizedReplayBuffer:
-        return RawBuffer.__new__(
-            cls, capacity, num_envs=num_envs, seed=seed, prioritized=True, alpha=alpha, beta=beta, eps=eps
-        )
-
-    @classmethod
-    def from_spaces(  # type: ignore[override]
-        cls,
-        observation_space: Any,
-        action_space: Any,
-        *,
-        capacity: int,
-        num_envs: int = 1,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
-        seed: int | None = None,
-        extras: Mapping[str, Any] | None = None,
-    ) -> PrioritizedReplayBuffer:
-        """As :meth:`ReplayBuffer.from_spaces`, with the PER parameters."""
-        buf = cls(capacity, num_envs=num_envs, alpha=alpha, beta=beta, eps=eps, seed=seed)
-        buf._declare_spaces(observation_space, action_space, extras)
-        return buf
-
-    def _config(self) -> dict[str, Any]:
-        return {**super()._config(), "alpha": self.alpha, "beta": self.beta, "eps": self.eps}
-
-    @classmethod
-    def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
-        return cls(
-            config["capacity"],
-            num_envs=config["num_envs"],
-            alpha=config["alpha"],
-            beta=config["beta"],
-            eps=config["eps"],
-        )
-
-
-class HERReplayBuffer(ReplayBuffer):
-    """Hindsight Experience Replay (Andrychowicz et al. 2017) for goal envs with dict
-    observations ``{observation, achieved_goal, desired_goal}``.
-
-    Each sampled transition is relabeled independently with probability
-    ``future_k / (future_k + 1)``: strategy ``"future"`` picks t' uniformly in [t, e − 1] of
-    its episode, ``"final"`` picks e − 1, ``"episode"`` picks uniformly in [s, e − 1]; the new
-    goal is ``achieved_goal`` of o_{t'+1} (the goal reached *after* step t'). It replaces
-    ``desired_goal`` in ``obs`` and ``obs_next``, and every reward of the (n-step) window is
-    recomputed against it. Stored data is never modified. Running episodes relabel from their
-    stored part; after the ring wraps no goal comes from an overwritten row or another episode.
-
-    Args:
-        capacity, num_envs, seed: as :class:`ReplayBuffer`.
-        strategy: ``"future"``, ``"final"`` or ``"episode"``.
-        future_k: relabeled-to-real ratio k (relabel probability k / (k + 1)).
-        compute_reward: vectorised ``f(achieved_goal [M, G], desired_goal [M, G], info) -> [M]``
-            (gymnasium-robotics' ``env.unwrapped.compute_reward`` works as is; ``info`` is an
-            empty dict); called once per ``sample``.
-        distance_threshold: instead of ``compute_reward``: the native Fetch-style sparse reward
-            ``-(||ag - g||_2 > distance_threshold)`` (float32), computed in Rust.
-        goal_keys: names of the (observation, achieved goal, desired goal) keys.
-        prioritized, alpha, beta, eps: prioritized HER (see :class:`PrioritizedReplayBuffer`).
-
-    Raises:
-        InvalidValueError: neither or both of ``compute_reward`` and ``distance_threshold``, a
-            non-callable ``compute_reward``, unknown strategy, future_k < 0.
-        ShapeError: (at the first add) observations without the goal keys, or achieved and
-            desired goals of different shapes.
-    """
-
-    _kind: ClassVar[str] = "her"
-    __slots__ = ("_compute_reward", "_goal_keys")
-
-    def __new__(
-        cls,
-        capacity: int,
-        *,
-        num_envs: int = 1,
-        seed: int | None = None,
-        strategy: str = "future",
-        future_k: float = 4,
-        compute_reward: Callable[..., Any] | None = None,
-        distance_threshold: float | None = None,
-        goal_keys: tuple[str, str, str] = ("observation", "achieved_goal", "desired_goal"),
-        prioritized: bool = False,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
-    ) -> HERReplayBuffer:
-        if (compute_reward is None) == (distance_threshold is None):
-            raise InvalidValueError(
-                "HERReplayBuffer needs exactly one of compute_reward=callable (e.g. "
-                "env.unwrapped.compute_reward) or distance_threshold=float (native sparse reward)"
-            )
-        if compute_reward is not None and not callable(compute_reward):
-            raise InvalidValueError(f"compute_reward must be callable, got {type(compute_reward).__name__}")
-        if len(goal_keys) != 3:
-            raise InvalidValueError(
-                f"goal_keys must name (observation, achieved_goal, desired_goal), got {goal_keys}"
-            )
-        self = RawBuffer.__new__(
-            cls,
-            capacity,
-            num_envs=num_envs,
-            seed=seed,
-            prioritized=prioritized,
-            alpha=alpha,
-            beta=beta,
-            eps=eps,
-            her_strategy=strategy,
-            future_k=future_k,
-            distance_threshold=distance_threshold,
-            achieved_goal_key=goal_keys[1],
-            desired_goal_key=goal_keys[2],
-        )
-        self._compute_reward = compute_reward
-        self._goal_keys = tuple(goal_keys)
-        return self
-
-    @classmethod
-    def from_spaces(  # type: ignore[override]
-        cls,
-        observation_space: Any,
-        action_space: Any,
-        *,
-        capacity: int,
-        num_envs: int = 1,
-        seed: int | None = None,
-        strategy: str = "future",
-        future_k: float = 4,
-        compute_reward: Callable[..., Any] | None = None,
-        distance_threshold: float | None = None,
-        goal_keys: tuple[str, str, str] = ("observation", "achieved_goal", "desired_goal"),
-        prioritized: bool = False,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
-        extras: Mapping[str, Any] | None = None,
-    ) -> HERReplayBuffer:
-        """As :meth:`ReplayBuffer.from_spaces`, with the HER parameters.
-
-        Raises:
-            ShapeError: the observation space lacks one of ``goal_keys``.
-        """
-        from gymnasium import spaces
-
-        from rlcore.errors import ShapeError
-
-        if not isinstance(observation_space, spaces.Dict) or any(
-            k not in observation_space.spaces for k in goal_keys
-        ):
-            raise ShapeError(
-                f"HER needs a Dict observation space with keys {list(goal_keys)}, got {observation_space}"
-            )
-        buf = cls(
-            capacity,
-            num_envs=num_envs,
-            seed=seed,
-            strategy=strategy,
-            future_k=future_k,
-            compute_reward=compute_reward,
-            distance_threshold=distance_threshold,
-            goal_keys=goal_keys,
-            prioritized=prioritized,
-            alpha=alpha,
-            beta=beta,
-            eps=eps,
-        )
-        buf._declare_spaces(observation_space, action_space, extras)
-        return buf
-
-    @classmethod
-    def from_arrays(  # type: ignore[override]
-        cls,
-        obs: Mapping[str, np.ndarray],
-        act: np.ndarray,
-        rew: np.ndarray,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
-        obs_next: Mapping[str, np.ndarray],
-        *,
-        capacity: int | None = None,
-        seed: int | None = None,
-        extras: Mapping[str, np.ndarray] | None = None,
-        strategy: str = "future",
-        future_k: float = 4,
-        compute_reward: Callable[..., Any] | None = None,
-        distance_threshold: float | None = None,
-        goal_keys: tuple[str, str, str] = ("observation", "achieved_goal", "desired_goal"),
-        prioritized: bool = False,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
-    ) -> HERReplayBuffer:
-        """As :meth:`ReplayBuffer.from_arrays` (an offline dataset of goal-env episodes), with
-        the HER parameters of the class."""
-        rew_a, capacity = _offline_capacity(obs, rew, terminated, truncated, obs_next, capacity)
-        buf = cls(
-            capacity,
-            num_envs=1,
-            seed=seed,
-            strategy=strategy,
-            future_k=future_k,
-            compute_reward=compute_reward,
-            distance_threshold=distance_threshold,
-            goal_keys=goal_keys,
-            prioritized=prioritized,
-            alpha=alpha,
-            beta=beta,
-            eps=eps,
-        )
-        buf._extend(obs, act, rew_a, terminated, truncated, obs_next, extras=dict(extras or {}))
-        return buf
-
-    def sample(
-        self,
-        batch_size: int,
-        *,
-        n_step: int = 1,
-        gamma: float = 0.99,
-        out: TransitionBatch | None = None,
-    ) -> TransitionBatch:
-        """As :meth:`ReplayBuffer.sample`, with hindsight relabeling (see the class docstring).
-
-        Raises:
-            ShapeError, DTypeError: ``compute_reward`` returned something other than M numbers.
-            Any exception raised by ``compute_reward`` itself.
-        """
-        return _new_batch(TransitionBatch, self._sample(batch_size, n_step, gamma, out, self._compute_reward))
-
-    @property
-    def strategy(self) -> str:
-        return self._her_config()[0]
-
-    @property
-    def future_k(self) -> float:
-        return self._her_config()[1]
-
-    @property
-    def distance_threshold(self) -> float | None:
-        return self._her_config()[2]
-
-    def _config(self) -> dict[str, Any]:
-        strategy, future_k, threshold, _, _ = self._her_config()
-        cfg = {
-            **super()._config(),
-            "strategy": strategy,
-            "future_k": future_k,
-            "distance_threshold": threshold,
-            "goal_keys": list(self._goal_keys),
-            "prioritized": self.prioritized,
-        }
-        if self.prioritized:
-            cfg.update(alpha=self.alpha, beta=self.beta, eps=self.eps)
-        return cfg
-
-    @classmethod
-    def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
-        compute_reward = kwargs.get("compute_reward")
-        threshold = config.get("distance_threshold")
-        if threshold is None and compute_reward is None:
-            raise ApiUsageError(
-                "this HER buffer was saved with a Python compute_reward; pass "
-                "HERReplayBuffer.load(path, compute_reward=...) to load it"
-            )
-        per = (
-            dict(alpha=config["alpha"], beta=config["beta"], eps=config["eps"])
-            if config.get("prioritized")
-            else {}
-        )
-        return cls(
-            config["capacity"],
-            num_envs=config["num_envs"],
-            strategy=config["strategy"],
-            future_k=config["future_k"],
-            compute_reward=None if threshold is not None else compute_reward,
-            distance_threshold=threshold,
-            goal_keys=tuple(config["goal_keys"]),
-            prioritized=bool(config.get("prioritized")),
-            **per,
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore, (type(self), self.state_dict(), self._compute_reward), _instance_state(self))
-
-
-def _restore_her(state: Mapping[str, Any], compute_reward: Callable[..., Any] | None) -> ReplayBuffer:
-    """Unpickle a HER buffer pickled before subclasses kept their class."""
-    return _restore(HERReplayBuffer, state, compute_reward)
-
-
-_KINDS: dict[str, type[ReplayBuffer]] = {
-    "replay": ReplayBuffer,
-    "prioritized": PrioritizedReplayBuffer,
-    "her": HERReplayBuffer,
-}
-
-
-class LinearSchedule:
-    """Linear annealing from ``start`` to ``end`` over ``duration`` steps, then constant; e.g.
-    PER's β from 0.4 to 1 (Schaul et al. 2016, sec. 3.4): ``buf.beta = schedule(step)``.
-
-    Raises:
-        InvalidValueError: duration < 1.
-    """
-
-    def __init__(self, start: float, end: float, duration: int) -> None:
-        if duration < 1:
-            raise InvalidValueError(f"duration must be >= 1, got {duration}")
-        self.start, self.end, self.duration = float(start), float(end), int(duration)
-
-    def __call__(self, step: int) -> float:
-        frac = min(max(step, 0) / self.duration, 1.0)
-        return self.start + frac * (self.end - self.start)
+_KINDS: dict[str, type[ReplayBuffer]] = {"replay": ReplayBuffer}
+"""Buffer kind (``_kind``, the manifest's ``config.kind``) -> rlcore class; the kinds of
+``prioritized`` and ``her`` register themselves when their classes are defined."""

@@ -27,21 +27,18 @@ Checkpoints written before format 2 (``trainer.pt`` and ``buffer.pkl`` as unrest
 are refused with a :class:`~rlcore.errors.CheckpointError`. One command converts a trusted one,
 and it is the only place that unpickles them::
 
-    python -m rlcore.checkpoint convert OLD_DIR NEW_DIR
-"""
+    rlcore convert-checkpoint OLD_DIR NEW_DIR"""
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
 import pickle
 import random
 import shutil
-import sys
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,54 +48,79 @@ import torch
 
 from rlcore.errors import CheckpointError
 
-__all__ = [
-    "FORMAT",
-    "VERSION",
-    "Checkpoint",
-    "capture_rng",
-    "convert",
-    "from_plain",
-    "is_checkpoint",
-    "load",
-    "main",
-    "numpy_rng_from_plain",
-    "numpy_rng_to_plain",
-    "python_rng_from_plain",
-    "python_rng_to_plain",
-    "read_info",
-    "restore_rng",
-    "resume_seed",
-    "save",
-    "to_plain",
-]
+__all__ = ["Checkpoint", "capture_rng", "from_plain", "is_checkpoint", "load", "numpy_rng_from_plain", "numpy_rng_to_plain", "python_rng_from_plain", "python_rng_to_plain", "read_info", "restore_rng", "resume_seed", "save", "to_plain"]
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
 
 FORMAT = "rlcore-checkpoint"
 """``format`` field of ``checkpoint.json``."""
+
+
+"""``format`` field of ``checkpoint.json``."""
+
+
 VERSION = 2
 """Format version written and read here (1: the old pickle layout, refused)."""
 
+
+"""Format version written and read here (1: the old pickle layout, refused)."""
+
+
 MANIFEST = "checkpoint.json"
+
+
 TRAINER_FILE = "trainer.pt"
+
+
 COUNTERS_FILE = "counters.json"
+
+
 BUFFER_DIR = "buffer"
+
+
 ENV_STATE_FILE = "env_state.pkl"
+
+
 _OLD_FILES = ("trainer.pt", "buffer.pkl", "meta.json")
+
+
 _NDARRAY = "__rlcore_ndarray__"
+
+
 _RESUME_SALT = 0x52455355  # "RESU": keeps resume seeds apart from every other seed stream
 
-CONVERT_HINT = "python -m rlcore.checkpoint convert OLD_DIR NEW_DIR"
+
+CONVERT_HINT = "rlcore convert-checkpoint OLD_DIR NEW_DIR"
 
 
 def _convert_advice(path: Path) -> str:
     return (
         f"if it is an rlcore checkpoint you trust, convert it once with "
-        f"`python -m rlcore.checkpoint convert {path} NEW_DIR` and load NEW_DIR"
+        f"`rlcore convert-checkpoint {path} NEW_DIR` and load NEW_DIR"
     )
 
 
-# ------------------------------------------------------------------------------ plain values
-
 _PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes)
+
+
 _TORCH_VALUES = (torch.dtype, torch.device, torch.Size)
 
 
@@ -175,9 +197,6 @@ def from_plain(obj: Any) -> Any:
     return obj
 
 
-# ------------------------------------------------------------------------------ RNG states
-
-
 def numpy_rng_to_plain(state: Mapping[str, Any]) -> dict[str, Any]:
     """A numpy ``bit_generator.state`` (or ``np.random.get_state(legacy=False)``) as plain ints and
     tagged arrays (MT19937's ``key``, SFC64's ``state``, ...); :func:`numpy_rng_from_plain` inverts it.
@@ -248,9 +267,6 @@ def resume_seed(seed: int, iteration: int) -> int:
     from the run's own seed streams (first reset ``seed``, evaluations ``seed + 10_000 + ...``)."""
     seq = np.random.SeedSequence([int(seed) % 2**64, int(iteration) % 2**64, _RESUME_SALT])
     return int(seq.generate_state(1, np.uint32)[0] >> 1)
-
-
-# ------------------------------------------------------------------------------ save / load
 
 
 @dataclass(frozen=True)
@@ -551,210 +567,3 @@ def _load_trusted_env_state(path: Path) -> Any:
         raise CheckpointError(f"{path} is missing") from e
     except Exception as e:  # noqa: BLE001 - a broken pickle may raise anything
         raise CheckpointError(f"{path} cannot be unpickled: {e!r}") from e
-
-
-# ------------------------------------------------------------------------------ old format
-
-
-class _SaveWith:
-    """An object whose ``save(path)`` calls ``write(path)`` (what :func:`save` needs of a buffer)."""
-
-    def __init__(self, write: Callable[[Path], None]) -> None:
-        self.save = write
-
-
-def _no_reward(*args: Any) -> np.ndarray:
-    raise RuntimeError("placeholder compute_reward of a converted checkpoint's buffer")
-
-
-def _buffer_from_state(state: Mapping[str, Any]) -> Any:
-    """A local rlcore buffer holding an old ``buffer.pkl`` state (to write it in the save format)."""
-    import rlcore
-
-    cfg = state["config"]
-    kind, capacity, num_envs = cfg["kind"], int(cfg["capacity"]), int(cfg["num_envs"])
-    buf: Any
-    if kind == "replay":
-        buf = rlcore.ReplayBuffer(capacity, num_envs=num_envs)
-    elif kind == "prioritized":
-        buf = rlcore.PrioritizedReplayBuffer(
-            capacity, num_envs=num_envs, alpha=cfg["alpha"], beta=cfg["beta"], eps=cfg["eps"]
-        )
-    elif kind == "her":
-        per = {k: cfg[k] for k in ("alpha", "beta", "eps")} if cfg.get("prioritized") else {}
-        threshold = cfg.get("distance_threshold")
-        buf = rlcore.HERReplayBuffer(
-            capacity,
-            num_envs=num_envs,
-            strategy=cfg["strategy"],
-            future_k=cfg["future_k"],
-            # callables are never saved: the trainer's own buffer brings its compute_reward
-            compute_reward=_no_reward if threshold is None else None,
-            distance_threshold=threshold,
-            goal_keys=tuple(cfg["goal_keys"]),
-            prioritized=bool(cfg.get("prioritized")),
-            **per,
-        )
-    else:
-        raise CheckpointError(f"old buffer.pkl holds an unknown buffer kind {kind!r}")
-    buf.load_state_dict(state)
-    return buf
-
-
-def _old_buffer(state: Mapping[str, Any]) -> _SaveWith:
-    """``save(path)`` writing an old ``buffer.pkl`` state in the buffer's save format (a local
-    buffer, or a sharded one as :meth:`rlcore.distributed.ShardedReplayBuffer.save` writes it)."""
-    cfg = state["config"]
-    if cfg.get("kind") == "sharded":
-        from rlcore.distributed import save_shard_dirs
-
-        shards = [_buffer_from_state(s) for s in state["shards"]]
-        writers = [shard.save for shard in shards]
-        return _SaveWith(lambda path: save_shard_dirs(path, num_envs=int(cfg["num_envs"]), writers=writers))
-    return _SaveWith(_buffer_from_state(state).save)
-
-
-def _old_rng(old: Mapping[str, Any]) -> dict[str, Any]:
-    rng: dict[str, Any] = {}
-    if old.get("torch_rng") is not None:
-        rng["torch"] = old["torch_rng"]
-    if old.get("cuda_rng") is not None:
-        rng["cuda"] = list(old["cuda_rng"])
-    return rng
-
-
-def _split_envs(part: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
-    """A collector/sampler state of the old format without its pickled sub-envs, and those (unpickled)."""
-    part = dict(part)
-    blob = part.pop("envs", None)
-    envs = pickle.loads(blob) if blob is not None else None  # noqa: S301 - `convert`: explicit trust
-    return part, envs
-
-
-def convert(old: str | os.PathLike[str], new: str | os.PathLike[str]) -> Path:
-    """Convert a checkpoint of the old pickle format at ``old`` into this format at ``new``.
-
-    This UNPICKLES ``old/trainer.pt`` and ``old/buffer.pkl`` (``torch.load(weights_only=False)``,
-    ``pickle.load``), which runs any code they contain: convert only checkpoints you trust. It is
-    the one place in rlcore that does so, and only on this explicit request. The env snapshot of
-    the old collector/sampler state, if any, becomes ``env_state.pkl`` (still loaded only with
-    ``trust_env_state=True``).
-
-    Raises:
-        CheckpointError: ``old`` is not an old-format checkpoint, or ``new`` is not empty.
-        FileNotFoundError: ``old`` has no ``trainer.pt``.
-    """
-    old_root, new_root = Path(old), Path(new)
-    if (old_root / MANIFEST).is_file():
-        raise CheckpointError(f"{old_root} is already a checkpoint of format {VERSION}: nothing to convert")
-    if not (old_root / "trainer.pt").is_file():
-        raise FileNotFoundError(f"no old-format checkpoint in {old_root} (no trainer.pt)")
-    if new_root.exists() and (not new_root.is_dir() or any(new_root.iterdir())):
-        raise CheckpointError(f"{new_root} exists and is not an empty directory: choose a new one")
-    trained = torch.load(old_root / "trainer.pt", weights_only=False, map_location="cpu")  # noqa: S614 - explicit trust
-    if not isinstance(trained, dict) or "algorithm" not in trained:
-        raise CheckpointError(f"{old_root}/trainer.pt is not an rlcore trainer checkpoint")
-    buffer_state = None
-    if (old_root / "buffer.pkl").is_file():
-        with open(old_root / "buffer.pkl", "rb") as f:
-            buffer_state = pickle.load(f)  # noqa: S301 - `convert`: explicit trust
-    rng = _old_rng(trained)
-    info = {"config": trained.get("config"), "converted_from": str(old_root)}
-    buffer = None if buffer_state is None else _old_buffer(buffer_state)
-    if "collector" in trained:
-        collector, envs = _split_envs(trained["collector"])
-        return save(
-            new_root,
-            trainer="off-policy",
-            state={"algorithm": trained["algorithm"], "collector": collector, "rng": rng},
-            counters={
-                "iteration": int(trained["iteration"]),
-                "env_steps": int(collector["env_steps"]),
-                "grad_steps": int(trained["grad_steps"]),
-                "grad_credit": float(trained["grad_credit"]),
-                "evaluations": int(trained["evaluations"]),
-                "buffer_beta": trained.get("buffer_beta"),
-            },
-            buffer=buffer,
-            env_state=envs,
-            info=info,
-        )
-    if "sampler" in trained:
-        sampler, envs = _split_envs(trained["sampler"])
-        return save(
-            new_root,
-            trainer="on-policy",
-            state={"algorithm": trained["algorithm"], "sampler": sampler, "rng": rng},
-            counters={
-                "iteration": int(trained["iteration"]),
-                "env_steps": int(sampler["env_steps"]),
-                "grad_steps": int(trained["grad_steps"]),
-                "evaluations": int(trained["evaluations"]),
-            },
-            env_state=envs,
-            info=info,
-        )
-    if "dist" in trained:
-        shards = (buffer_state or {}).get("shards") or [{}]
-        beta = shards[0].get("config", {}).get("beta")
-        return save(
-            new_root,
-            trainer="distributed",
-            state={"algorithm": trained["algorithm"], "rng": rng},
-            counters={
-                "iteration": int(trained["iteration"]),
-                "env_steps": int(trained["env_steps"]),
-                "episodes": 0,
-                "grad_steps": int(trained["grad_steps"]),
-                "grad_credit": float(trained["grad_credit"]),
-                "evaluations": 0,
-                "buffer_beta": None if beta is None else float(beta),
-            },
-            buffer=buffer,
-            info={**info, "dist": trained.get("dist")},
-        )
-    return save(
-        new_root,
-        trainer="offline",
-        state={"algorithm": trained["algorithm"], "rng": rng},
-        counters={
-            "iteration": int(trained["iteration"]),
-            "grad_steps": int(trained["grad_steps"]),
-            "evaluations": int(trained["evaluations"]),
-        },
-        info=info,
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rlcore.checkpoint convert OLD_DIR NEW_DIR``; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m rlcore.checkpoint",
-        description="Convert a trusted rlcore checkpoint of the old pickle format into the current one.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    conv = sub.add_parser(
-        "convert",
-        help="convert OLD_DIR (old pickle format) into NEW_DIR",
-        description="UNPICKLES OLD_DIR/trainer.pt and OLD_DIR/buffer.pkl, which runs any code they contain: "
-        "use it only on checkpoints you trust. NEW_DIR then loads without running code.",
-    )
-    conv.add_argument("old", type=Path, help="checkpoint directory of the old format")
-    conv.add_argument("new", type=Path, help="new, empty directory for the converted checkpoint")
-    args = parser.parse_args(argv)
-    print(
-        f"rlcore.checkpoint: unpickling {args.old}/trainer.pt and buffer.pkl: this runs any code they "
-        "contain; convert only checkpoints you trust",
-        file=sys.stderr,
-    )
-    try:
-        out = convert(args.old, args.new)
-    except (OSError, KeyError, TypeError, ValueError) as e:
-        print(f"rlcore.checkpoint: error: {e}", file=sys.stderr)
-        return 2
-    print(f"converted {args.old} -> {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

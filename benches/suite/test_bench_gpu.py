@@ -53,7 +53,7 @@ def pinned_sampler(buf: Any, batch: int, device: str, pin: bool) -> Any:
     """A zero-argument callable: ``buf.sample(batch, out=...)`` into host tensors (pinned when
     ``pin``), then an asynchronous copy to ``device``; returns a TransitionBatch of device tensors."""
     import torch
-    from rlcore import TransitionBatch
+    from rlcore.batch import TransitionBatch
 
     proto = buf.sample(batch)
     host = {f: torch.from_numpy(np.array(getattr(proto, f))) for f in FIELDS}
@@ -162,7 +162,7 @@ def make_sac_update(lib: str, device: str) -> tuple[Any, str]:
     d = pendulum_data(SAC_FILL)
     if lib == "rlcore":
         import rlcore
-        from rlcore.algos import SAC, SACConfig
+        from rlcore.algos.sac import SAC, SACConfig
 
         torch.manual_seed(0)
         sac = SAC.from_spaces(

@@ -3,7 +3,7 @@
 Every group runs rlcore and each peer (Tianshou, Stable-Baselines3, cpprb, TorchRL, rlox) on the
 same generated data in the same process. A peer that is not installed, or that fails while its
 buffer is built, is skipped with the reason (``pytest.skip``); the skips are written to the file
-named by ``$RLCORE_BENCH_SKIPS`` so the report (``rlcore.bench``) can list them next to the tables.
+named by ``$RLCORE_BENCH_SKIPS`` so the report (``benches/report.py``) can list them next to the tables.
 
 Conventions (DESIGN.md "Performance model", issue 8):
 
@@ -16,9 +16,8 @@ Conventions (DESIGN.md "Performance model", issue 8):
   for TorchRL, a ``Batch`` for Tianshou, numpy arrays for the others); rlox gets flat arrays and
   uint8 flags, which its ``push_batch`` requires.
 
-These files ship inside the package (``rlcore/_benches``) so that ``python -m rlcore.bench`` works
-from a wheel install. Run them with ``python -m rlcore.bench`` (``make bench``), or directly with
-``pytest python/rlcore/_benches --benchmark-enable`` from a checkout.
+Run them with ``make bench`` (``python benches/report.py``), or directly with
+``pytest benches/suite --benchmark-enable``.
 """
 
 from __future__ import annotations

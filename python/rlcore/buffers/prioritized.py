@@ -1,0 +1,92 @@
+"""Prioritized experience replay (Schaul et al. 2016) on the Rust core's sum tree."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from rlcore._core import MAX_PRIORITY as _MAX_PRIORITY
+from rlcore._core import RawBuffer
+from rlcore.buffers.replay import ReplayBuffer
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Prioritized experience replay (Schaul et al. 2016, "Prioritized Experience Replay").
+
+    Rows are sampled with probability ``P(i) = p_i / sum_j p_j`` where ``p_i = (|delta_i| +
+    eps)^alpha`` (sec. 3.3), stratified over B equal slices of the priority mass; new transitions
+    get the largest priority set so far. ``sample`` also returns ``weights = (N P(i))^-beta /
+    max_j (N P(j))^-beta`` (sec. 3.4, float32 [B]) with the max taken over all stored
+    transitions. Priorities live in a sum tree and a min tree of float64 in the core; terminal
+    rows and overwritten rows have priority 0 and are never sampled.
+
+    A stored priority is at most :attr:`MAX_PRIORITY` (1e280): ``update_priorities`` refuses
+    larger ones, so the total priority mass of any buffer stays finite whatever adds and
+    updates come. Weights are computed from the priority ratio ``p_i / p_min`` (from logarithms
+    where that ratio overflows), never through ``p / total``; a weight below float32's
+    smallest normal number 2**-126 is returned as 2**-126, so every weight lies in
+    ``[2**-126, 1]``.
+
+    Args:
+        capacity, num_envs, seed: as :class:`ReplayBuffer`.
+        alpha: priority exponent (0 = uniform).
+        beta: importance-sampling exponent; settable any time (``buf.beta = 1.0``), see
+            :class:`LinearSchedule`.
+        eps: added to every priority so none is zero.
+
+    Raises:
+        InvalidValueError: alpha < 0, beta < 0, eps <= 0, or ``eps ** alpha`` (the smallest
+            priority) outside ``(0, MAX_PRIORITY]``.
+        DTypeError: alpha, beta or eps not a number (bool, None, a string).
+    """
+
+    MAX_PRIORITY: ClassVar[float] = _MAX_PRIORITY
+
+    _kind: ClassVar[str] = "prioritized"
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        capacity: int,
+        *,
+        num_envs: int = 1,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+        seed: int | None = None,
+    ) -> PrioritizedReplayBuffer:
+        return RawBuffer.__new__(
+            cls, capacity, num_envs=num_envs, seed=seed, prioritized=True, alpha=alpha, beta=beta, eps=eps
+        )
+
+    @classmethod
+    def from_spaces(  # type: ignore[override]
+        cls,
+        observation_space: Any,
+        action_space: Any,
+        *,
+        capacity: int,
+        num_envs: int = 1,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+        seed: int | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> PrioritizedReplayBuffer:
+        """As :meth:`ReplayBuffer.from_spaces`, with the PER parameters."""
+        buf = cls(capacity, num_envs=num_envs, alpha=alpha, beta=beta, eps=eps, seed=seed)
+        buf._declare_spaces(observation_space, action_space, extras)
+        return buf
+
+    def _config(self) -> dict[str, Any]:
+        return {**super()._config(), "alpha": self.alpha, "beta": self.beta, "eps": self.eps}
+
+    @classmethod
+    def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
+        return cls(
+            config["capacity"],
+            num_envs=config["num_envs"],
+            alpha=config["alpha"],
+            beta=config["beta"],
+            eps=config["eps"],
+        )

@@ -1,0 +1,7 @@
+"""``python -m rlcore.cli``: the ``rlcore`` command."""
+
+import sys
+
+from rlcore.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,49 @@
+"""``rlcore`` command line: ``rlcore train ...`` and ``rlcore plot RUN_DIR``.
+
+Examples::
+
+    rlcore train --algo ddpg --env FetchReach-v4 --her --steps 5000 --seed 0
+    rlcore train --algo sac --env Pendulum-v1 --steps 15000
+    rlcore train --algo dqn --env CartPole-v1 --n-step 3 --prioritized
+    rlcore plot runs/FetchReach-v4-ddpg-her-s0
+
+Each run directory holds ``config.json``, ``metrics.jsonl``, TensorBoard events under ``tb/``, a
+final ``checkpoint/`` and, after ``rlcore plot``, learning-curve PNGs. Bad arguments print one line
+``rlcore: error: ...`` and exit with status 2."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from rlcore.cli.common import UsageError
+from rlcore.cli.parser import build_parser
+from rlcore.cli.plot import plot_command
+from rlcore.cli.train import train_command
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rlcore`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "collect-expert":
+            from rlcore.cli.collect_expert import collect_expert_command
+
+            return collect_expert_command(args)
+        if args.command == "convert-checkpoint":
+            from rlcore.cli.convert_checkpoint import convert_checkpoint_command
+
+            return convert_checkpoint_command(args)
+        return train_command(args) if args.command == "train" else plot_command(args)
+    except UsageError as e:
+        print(f"rlcore: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rlcore: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""The ``rlcore`` argument parser: every command and flag, with their help texts."""
+
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import NoReturn
+
+from rlcore.cli.common import ALGOS, IMITATION_ALGOS
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"rlcore: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="rlcore",
+        description="Train RL agents (DQN, DDPG, TD3, SAC, VPG, A2C, PPO, BC, GAIL) on gymnasium envs with the rlcore replay core.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    train = sub.add_parser(
+        "train",
+        help="train an agent",
+        description="Train DQN, DDPG, TD3, SAC, VPG, A2C or PPO on a gymnasium env.",
+    )
+    train.add_argument("--algo", required=True, choices=ALGOS + IMITATION_ALGOS, help="algorithm")
+    train.add_argument(
+        "--expert", type=Path, default=None, help="with --algo bc/gail: dataset of `rlcore collect-expert`"
+    )
+    train.add_argument(
+        "--env", required=True, help="gymnasium env id, e.g. FetchReach-v4, Pendulum-v1, CartPole-v1"
+    )
+    train.add_argument(
+        "--her", action="store_true", help="hindsight experience replay (goal envs with dict observations)"
+    )
+    train.add_argument("--n-step", type=int, default=1, help="n of the n-step return (default 1)")
+    train.add_argument(
+        "--prioritized", action="store_true", help="prioritized replay (alpha 0.6, beta 0.4 -> 1.0)"
+    )
+    train.add_argument("--steps", type=int, default=None, help="training env steps (default: per env)")
+    train.add_argument("--seed", type=int, default=0, help="seed of envs, networks and buffer (default 0)")
+    train.add_argument(
+        "--device", default="auto", help="torch device: auto, cpu, cuda, cuda:1 ... (default auto)"
+    )
+    train.add_argument("--num-envs", type=int, default=None, help="training envs (default: per env)")
+    train.add_argument(
+        "--out", type=Path, default=None, help="run directory (default runs/ENV-ALGO[-her]-sSEED)"
+    )
+    train.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    train.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    train.add_argument(
+        "--distributed",
+        action="store_true",
+        help="collectors and replay shards as Ray actors (off-policy algorithms; pip install rlcore[ray])",
+    )
+    train.add_argument(
+        "--num-collectors", type=int, default=2, help="with --distributed: collector actors (default 2)"
+    )
+    train.add_argument(
+        "--num-shards", type=int, default=2, help="with --distributed: replay shards (default 2)"
+    )
+    train.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --distributed: join this Ray cluster (default: a local Ray listening on 127.0.0.1 only; "
+        "see docs/distributed.md for token authentication)",
+    )
+    train.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="CHECKPOINT_DIR",
+        help="continue the run saved in this checkpoint directory (e.g. RUN_DIR/checkpoint), with the same "
+        "flags and a larger --steps; nothing in it runs as code",
+    )
+    train.add_argument(
+        "--trust-env-state",
+        action="store_true",
+        help="with --resume: also unpickle the checkpoint's env snapshot (env_state.pkl) to continue every "
+        "env exactly; it can run code, so only for checkpoints you trust (default: envs restart from a "
+        "seeded reset)",
+    )
+    expert = sub.add_parser(
+        "collect-expert",
+        help="train (or load) an expert and record a dataset of its deterministic policy",
+        description="Train an expert with `rlcore train` (or load --checkpoint), roll out its deterministic "
+        "policy for --episodes episodes and save them with ReplayBuffer.save (load with ReplayBuffer.load).",
+    )
+    expert.add_argument("--algo", required=True, choices=ALGOS, help="algorithm of the expert")
+    expert.add_argument("--env", required=True, help="gymnasium env id, e.g. CartPole-v1, Pendulum-v1")
+    expert.add_argument("--episodes", type=int, required=True, help="episodes to record")
+    expert.add_argument("--out", type=Path, required=True, help="directory of the saved dataset")
+    expert.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="run directory of `rlcore train`: loaded if it holds a checkpoint, else the expert is trained "
+        "there (default runs/expert-ENV-ALGO-sSEED)",
+    )
+    expert.add_argument("--steps", type=int, default=None, help="training env steps (default: per env)")
+    expert.add_argument("--seed", type=int, default=0, help="seed of training and recording (default 0)")
+    expert.add_argument(
+        "--minari",
+        default=None,
+        metavar="NAME",
+        help="also write a Minari dataset of this id, e.g. rlcore/hopper-expert-v0 (pip install rlcore[minari])",
+    )
+    conv = sub.add_parser(
+        "convert-checkpoint",
+        help="convert a trusted checkpoint of the old pickle format (before 0.2)",
+        description="UNPICKLES OLD_DIR/trainer.pt and OLD_DIR/buffer.pkl, which runs any code they contain: "
+        "use it only on checkpoints you trust. NEW_DIR then loads without running code.",
+    )
+    conv.add_argument("old", type=Path, help="checkpoint directory of the old format")
+    conv.add_argument("new", type=Path, help="new, empty directory for the converted checkpoint")
+    plot = sub.add_parser(
+        "plot",
+        help="draw learning curves of a run",
+        description="Write PNG learning curves from RUN_DIR/metrics.jsonl.",
+    )
+    plot.add_argument("run_dir", type=Path, help="a run directory written by `rlcore train`")
+    plot.add_argument("--out", type=Path, default=None, help="where to write the PNGs (default RUN_DIR)")
+    return parser

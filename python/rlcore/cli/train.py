@@ -1,0 +1,185 @@
+"""``rlcore train`` for the off-policy algorithms (DQN, DDPG, TD3, SAC), with or without HER."""
+
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlcore.cli.common import IMITATION_ALGOS, UsageError, _make_envs, _resumed_capacity, load_resume
+from rlcore.presets import preset_for
+
+
+def train_command(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+    import torch
+
+    import rlcore
+    from rlcore.algos.common import resolve_device
+    from rlcore.algos.ddpg import DDPG, DDPGConfig
+    from rlcore.algos.dqn import DQN, DQNConfig
+    from rlcore.algos.sac import SAC, SACConfig
+    from rlcore.algos.td3 import TD3, TD3Config
+    from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
+    from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
+
+    if args.distributed and args.algo not in ("dqn", "ddpg", "td3", "sac"):
+        raise UsageError(f"--distributed supports dqn, ddpg, td3 and sac, not {args.algo}")
+    if args.trust_env_state and args.resume is None:
+        raise UsageError("--trust-env-state needs --resume CHECKPOINT_DIR")
+    if args.algo in IMITATION_ALGOS:
+        from rlcore.cli.imitation import train_imitation
+
+        return train_imitation(args)
+    if args.expert is not None:
+        raise UsageError(f"--expert is for --algo bc or gail, not {args.algo}")
+    if args.algo in ("vpg", "a2c", "ppo"):
+        from rlcore.cli.train_on_policy import train_on_policy
+
+        return train_on_policy(args)
+    if args.n_step < 1:
+        raise UsageError(f"--n-step must be >= 1, got {args.n_step}")
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps must be >= 1, got {args.steps}")
+    if args.num_envs is not None and args.num_envs < 1:
+        raise UsageError(f"--num-envs must be >= 1, got {args.num_envs}")
+    try:
+        device = resolve_device(args.device)
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as e:
+        raise UsageError(f"--device {args.device!r} is not usable: {str(e).splitlines()[0]}") from e
+
+    preset = preset_for(args.env, her=args.her)
+    num_envs = args.num_envs or preset.num_envs
+    steps = args.steps or preset.steps
+    envs = _make_envs(args.env, num_envs)
+    eval_envs = _make_envs(args.env, 1 if not args.her else 5)
+    obs_space, act_space = envs.single_observation_space, envs.single_action_space
+
+    is_goal = isinstance(obs_space, gym.spaces.Dict) and {"achieved_goal", "desired_goal"} <= set(
+        obs_space.spaces
+    )
+    if args.her and not is_goal:
+        raise UsageError(
+            f"--her needs a goal env with dict observations (achieved_goal, desired_goal); {args.env} has {obs_space}"
+        )
+    if args.algo == "dqn" and not isinstance(act_space, gym.spaces.Discrete):
+        raise UsageError(
+            f"dqn needs a Discrete action space; {args.env} has {act_space} (use ddpg, td3 or sac)"
+        )
+    if args.algo != "dqn" and not isinstance(act_space, gym.spaces.Box):
+        raise UsageError(f"{args.algo} needs a Box action space; {args.env} has {act_space} (use dqn)")
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    overrides = dict(preset.algo.get(args.algo, {}))
+    if args.algo in ("dqn", "ddpg", "td3"):
+        overrides["seed"] = args.seed
+    if args.algo == "dqn" and preset.dqn_lr_anneal:
+        overrides["lr_anneal_env_steps"] = steps
+    if is_goal and args.algo != "ddpg":
+        overrides.setdefault("normalize_obs", True)
+    algo_cls: Any
+    cfg_cls: Any
+    algo_cls, cfg_cls = {
+        "dqn": (DQN, DQNConfig),
+        "ddpg": (DDPG, DDPGConfig),
+        "td3": (TD3, TD3Config),
+        "sac": (SAC, SACConfig),
+    }[args.algo]
+    algo_config = cfg_cls(**overrides)
+    algorithm = algo_cls.from_spaces(obs_space, act_space, algo_config, device=device)
+
+    capacity = min(preset.capacity, max(steps + 1000 * num_envs, 1000))
+    if args.resume is not None and not args.distributed:
+        capacity = _resumed_capacity(args.resume, capacity)
+    buffer: Any
+    if args.her:
+        reward_env = gym.make(args.env).unwrapped
+        buffer = rlcore.HERReplayBuffer(
+            capacity,
+            num_envs=num_envs,
+            seed=args.seed,
+            compute_reward=getattr(reward_env, "compute_reward", None),
+            prioritized=args.prioritized,
+            alpha=0.6,
+            beta=0.4,
+        )
+    elif args.prioritized:
+        buffer = rlcore.PrioritizedReplayBuffer(
+            capacity, num_envs=num_envs, seed=args.seed, alpha=0.6, beta=0.4
+        )
+    else:
+        buffer = rlcore.ReplayBuffer(capacity, num_envs=num_envs, seed=args.seed)
+
+    trainer_kw = dict(preset.trainer)
+    collect = trainer_kw.get("collect_env_steps", 1)
+    trainer_config = OffPolicyTrainerConfig(
+        max_env_steps=steps,
+        n_step=args.n_step,
+        gamma=preset.gamma,
+        eval_every=max(1, preset.eval_every_env_steps // collect),
+        per_beta_end=1.0 if args.prioritized else None,
+        seed=args.seed,
+        **trainer_kw,
+    )
+    trainer: Any
+    if args.distributed:
+        from rlcore.cli.distributed import trainer_from_cli
+
+        make_policy = functools.partial(algo_cls.from_spaces, obs_space, act_space, algo_config, device="cpu")
+        trainer = trainer_from_cli(
+            args,
+            algorithm,
+            buffer,
+            functools.partial(_make_envs, args.env, num_envs),
+            make_policy,
+            config=trainer_config,
+            eval_envs=eval_envs,
+            envs_per_collector=num_envs,
+        )
+    else:
+        trainer = OffPolicyTrainer(algorithm, buffer, envs, config=trainer_config, eval_envs=eval_envs)
+    load_resume(trainer, args)
+
+    tag = (
+        f"{args.env}-{args.algo}{'-her' if args.her else ''}{'-per' if args.prioritized else ''}-s{args.seed}"
+    )
+    out = args.out or Path("runs") / tag
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "command": "rlcore " + " ".join(sys.argv[1:]),
+                "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                "algo_config": dataclasses.asdict(algo_config),
+                "trainer_config": dataclasses.asdict(trainer_config),
+                "num_envs": num_envs,
+                "capacity": capacity,
+                "device": str(device),
+            },
+            indent=2,
+        )
+    )
+    every = max(1, 1000 // collect)
+    logger = MultiLogger(
+        ConsoleLogger(steps, disable=args.no_progress),
+        JsonlLogger(out / "metrics.jsonl", every_iterations=every),
+        TensorBoardLogger(out / "tb", every_iterations=every),
+    )
+    try:
+        last = trainer.run(logger)
+    finally:
+        logger.close()
+    trainer.save_checkpoint(out / "checkpoint")
+    assert last is not None and last.eval is not None
+    summary = f"done: {args.env} {args.algo} env_steps={last.env_steps} eval/return_mean={last.eval.return_mean:.2f}"
+    if last.eval.success_rate == last.eval.success_rate:  # not NaN
+        summary += f" eval/success_rate={last.eval.success_rate:.2f}"
+    print(summary + f" (run dir: {out})")
+    return 0

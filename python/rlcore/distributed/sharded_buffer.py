@@ -1,0 +1,494 @@
+"""The client of a sharded replay buffer: the local buffer's API over Ray shard actors, with
+episode-sticky routing and sampling in proportion to each shard's transitions or priority mass."""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlcore.batch import TransitionBatch
+from rlcore.distributed.prefetch import PrefetchingSampler
+from rlcore.distributed.ray_setup import _ray, _remote
+from rlcore.distributed.shard import BufferFactory, BufferShard
+from rlcore.distributed.shard_files import _read_shard_manifest, _read_tree, _write_tree, save_shard_dirs
+from rlcore.distributed.writer import ShardedAddResult, ShardWriter
+from rlcore.errors import ApiUsageError, EmptyBufferError, InvalidValueError, SaveFileError, ShapeError
+
+__all__ = ["PendingSample", "ShardedReplayBuffer"]
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+"""``make_buffer(num_envs=int, seed=int | None) -> ReplayBuffer``: builds one shard's buffer inside
+its actor (e.g. ``functools.partial(rlcore.ReplayBuffer, 100_000)``). It is pickled with
+cloudpickle, so it may close over anything picklable; build unpicklable things (a MuJoCo env for
+``compute_reward``) inside it."""
+
+
+"""Ray's switch (``ray._private.ray_constants``) that keeps a node on the loopback address: unset,
+Ray on Linux turns a requested ``127.0.0.1`` into the machine's routable address and its servers
+listen there."""
+
+
+def _concat(parts: list[Any], out: Any = None) -> Any:
+    if isinstance(parts[0], Mapping):
+        return {k: _concat([p[k] for p in parts], None if out is None else out[k]) for k in parts[0]}
+    if out is not None:
+        return np.concatenate(parts, out=out)
+    if len(parts) == 1:
+        # arrays that Ray deserialised without a copy are read-only; torch wants writable ones
+        return parts[0] if parts[0].flags.writeable else parts[0].copy()
+    return np.concatenate(parts)
+
+
+class PendingSample:
+    """A sample request in flight (from :meth:`ShardedReplayBuffer.sample_async`)."""
+
+    def __init__(
+        self, client: ShardedReplayBuffer, refs: list[Any], counts: np.ndarray, beta: float | None
+    ) -> None:
+        self._client = client
+        self._refs = refs
+        self._counts = counts
+        self._beta = beta
+
+    def result(self, out: TransitionBatch | None = None) -> TransitionBatch:
+        """Wait for the shards' parts and assemble the batch (see ``ShardedReplayBuffer.sample``).
+
+        Raises:
+            ApiUsageError: the request was for several batches (use :meth:`results`).
+        """
+        if self._counts.shape[0] != 1:
+            raise ApiUsageError(f"this request holds {self._counts.shape[0]} batches; use results()")
+        return self._client._assemble(_ray().get(self._refs), self._beta, 0, out)
+
+    def results(self) -> list[TransitionBatch]:
+        """Wait for the shards' parts and assemble every batch of the request."""
+        replies = _ray().get(self._refs)
+        return [self._client._assemble(replies, self._beta, j, None) for j in range(self._counts.shape[0])]
+
+
+class ShardedReplayBuffer:
+    """A replay buffer split over ``num_shards`` :class:`BufferShard` actors, with the local buffer's
+    API.
+
+    Args:
+        make_buffer: builds one shard's buffer: ``make_buffer(num_envs=num_envs, seed=seed_s)``, e.g.
+            ``functools.partial(rlcore.HERReplayBuffer, 100_000, distance_threshold=0.05)``. Each
+            shard holds that many rows; the total capacity is ``num_shards`` times it.
+        num_shards: S >= 1.
+        num_envs: N, env streams that write into the buffer altogether (the client's own ``add``
+            takes all N; collectors get disjoint ranges through :meth:`writer`).
+        chunk_rows: rows queued before the client's own ``add`` sends a chunk.
+        seed: seeds the shards (``seed + s``) and the client's shard-allocation generator.
+        actor_options: Ray options of the shard actors (default ``num_cpus=0``: shards are mostly
+            idle; set ``{"num_cpus": 1}`` to spread them over a cluster).
+
+    Raises:
+        ImportError: Ray is not installed. Ray must be initialised first (:func:`init_ray`).
+        InvalidValueError: num_shards < 1 or num_envs < 1.
+
+    Sampling: shard s gets ``b_s ~ Multinomial(B, w_s / sum w)`` of the batch, with ``w_s`` its
+    transition count (uniform) or priority mass (PER) as reported with the previous reply (the very
+    first call asks). Within a shard the core samples as locally (stratified under PER). Under PER
+    the shards' weights ``(p_i / min_shard p)^-beta`` are rescaled by
+    ``(min_global p / min_shard p)^beta``, which gives ``(p_i / min_global p)^-beta`` as in one
+    buffer (Schaul et al. 2016, sec. 3.4).
+
+    ``batch.indices`` are global: ``shard * shard_capacity + row`` (int64); pass them back to
+    :meth:`update_priorities`, which routes each to its shard. ``column``/``prev``/``next`` and
+    other row queries of the local buffer are not offered (the rows live in other processes).
+    """
+
+    def __init__(
+        self,
+        make_buffer: BufferFactory,
+        *,
+        num_shards: int,
+        num_envs: int = 1,
+        chunk_rows: int = 256,
+        seed: int | None = None,
+        actor_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        ray = _ray()
+        if num_shards < 1 or num_envs < 1:
+            raise InvalidValueError(f"num_shards and num_envs must be >= 1, got {num_shards}, {num_envs}")
+        if not ray.is_initialized():
+            raise ApiUsageError(
+                "Ray is not initialised: call rlcore.distributed.init_ray() (or ray.init) first"
+            )
+        options = {"num_cpus": 0, **dict(actor_options or {})}
+        actor = _remote(BufferShard).options(**options)
+        self.shards = [
+            actor.remote(make_buffer, num_envs, None if seed is None else seed + s) for s in range(num_shards)
+        ]
+        self.num_shards = int(num_shards)
+        self.num_envs = int(num_envs)
+        self.chunk_rows = int(chunk_rows)
+        infos = ray.get([s.info.remote() for s in self.shards])
+        self._info = infos[0]
+        self.shard_capacity = int(self._info["capacity"])
+        self._beta = self._info["beta"]
+        self._rng = np.random.default_rng(seed)
+        self._stats: np.ndarray | None = None  # [S, 3]: transitions, mass, min priority
+        self._lock = threading.Lock()
+        self._writer: ShardWriter | None = None
+
+    # -- construction helpers ---------------------------------------------------------------
+
+    def writer(self, first_env: int, num_envs: int, *, chunk_rows: int | None = None) -> ShardWriter:
+        """A :class:`ShardWriter` for env streams ``first_env .. first_env + num_envs - 1``.
+
+        Raises:
+            InvalidValueError: the range is not inside ``[0, self.num_envs)``.
+        """
+        if first_env < 0 or num_envs < 1 or first_env + num_envs > self.num_envs:
+            raise InvalidValueError(
+                f"writer envs [{first_env}, {first_env + num_envs}) are not inside [0, {self.num_envs}); "
+                "build the ShardedReplayBuffer with num_envs = all env streams of all writers"
+            )
+        return ShardWriter(self.shards, first_env, num_envs, chunk_rows=chunk_rows or self.chunk_rows)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as another client of the *same* shards (actor handles, no data); use
+        :meth:`state_dict` for a copy of the data."""
+        return (_client_of, (self.shards, self.num_envs, self.chunk_rows, self._info, self._beta))
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def capacity(self) -> int:
+        """Total rows over all shards."""
+        return self.shard_capacity * self.num_shards
+
+    @property
+    def prioritized(self) -> bool:
+        return bool(self._info["prioritized"])
+
+    @property
+    def alpha(self) -> float | None:
+        return self._info["alpha"]
+
+    @property
+    def eps(self) -> float | None:
+        return self._info["eps"]
+
+    @property
+    def beta(self) -> float | None:
+        """PER importance exponent (``None`` for uniform shards); setting it sets every shard's."""
+        return self._beta
+
+    @beta.setter
+    def beta(self, beta: float) -> None:
+        if not self.prioritized:
+            raise ApiUsageError("beta is only defined for prioritized buffers")
+        if not (beta >= 0 and math.isfinite(beta)):
+            raise InvalidValueError(f"beta must be finite and >= 0, got {beta}")
+        if beta != self._beta:
+            for s in self.shards:
+                s.set_beta.remote(float(beta))
+            self._beta = float(beta)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def add(
+        self,
+        obs: Any,
+        act: Any,
+        rew: Any,
+        terminated: Any,
+        truncated: Any,
+        obs_next: Any,
+        *,
+        mask: Any = None,
+        **extras: Any,
+    ) -> ShardedAddResult:
+        """Add one vector step of all N envs (as ``ReplayBuffer.add``); rows are queued and sent
+        in chunks of ``chunk_rows`` rows (:meth:`flush` sends at once; ``sample`` and ``len`` flush
+        first).
+
+        Raises:
+            ShapeError: per-env arrays are not ``[N]``; core errors of earlier chunks.
+        """
+        with self._lock:
+            if self._writer is None:
+                self._writer = self.writer(0, self.num_envs)
+            return self._writer.add(obs, act, rew, terminated, truncated, obs_next, mask=mask, **extras)
+
+    def flush(self, *, wait: bool = False) -> None:
+        """Send the rows queued by :meth:`add`; ``wait=True`` waits until they are stored."""
+        with self._lock:
+            if self._writer is not None:
+                self._writer.flush(wait=wait)
+
+    # -- sampling -----------------------------------------------------------------------------
+
+    def _refresh_stats(self) -> np.ndarray:
+        ray = _ray()
+        self._stats = np.array(ray.get([s.stats.remote() for s in self.shards]), dtype=np.float64)
+        return self._stats
+
+    def sample_async(
+        self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99, num_batches: int = 1
+    ) -> PendingSample:
+        """Send one sample request to the shards (one Ray call per shard) and return at once;
+        ``.result()`` gives the batch (``.results()`` the ``num_batches`` batches, each drawn
+        independently). Requests from one client are served in order, after its earlier adds and
+        priority updates.
+
+        Raises:
+            InvalidValueError: batch_size < 1, n_step < 1, gamma outside [0, 1] or
+                num_batches < 1.
+            EmptyBufferError: no shard holds a transition.
+        """
+        if batch_size < 1 or n_step < 1 or not 0.0 <= gamma <= 1.0 or num_batches < 1:
+            raise InvalidValueError(
+                "need batch_size >= 1, n_step >= 1, gamma in [0, 1] and num_batches >= 1; got "
+                f"{batch_size}, {n_step}, {gamma}, {num_batches}"
+            )
+        self.flush()
+        stats = self._stats
+        if stats is None or stats[:, 1].sum() <= 0:
+            stats = self._refresh_stats()
+        mass_S = stats[:, 1]
+        if mass_S.sum() <= 0:
+            raise EmptyBufferError("the sharded buffer holds no transition yet; add some before sampling")
+        with self._lock:
+            counts = self._rng.multinomial(batch_size, mass_S / mass_S.sum(), size=num_batches)  # [k, S]
+        refs = [
+            s.sample.remote(counts[:, i].tolist(), n_step, float(gamma)) for i, s in enumerate(self.shards)
+        ]
+        return PendingSample(self, refs, counts, self._beta)
+
+    def sample(
+        self,
+        batch_size: int,
+        *,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        out: TransitionBatch | None = None,
+    ) -> TransitionBatch:
+        """Sample ``batch_size`` transitions over all shards, as ``ReplayBuffer.sample`` (or
+        ``PrioritizedReplayBuffer.sample``/``HERReplayBuffer.sample``) on one buffer holding all.
+
+        Args:
+            batch_size, n_step, gamma: as ``ReplayBuffer.sample``.
+            out: preallocated batch to copy into (same shapes and dtypes as a returned batch).
+
+        Returns:
+            TransitionBatch with global ``indices`` (``shard * shard_capacity + row``).
+
+        Raises:
+            InvalidValueError, EmptyBufferError: as :meth:`sample_async`; the core's errors of a
+                shard (e.g. a HER ``compute_reward`` failure) are re-raised.
+        """
+        return self.sample_async(batch_size, n_step=n_step, gamma=gamma).result(out)
+
+    def _assemble(
+        self, replies: list[Any], beta: float | None, j: int, out: TransitionBatch | None
+    ) -> TransitionBatch:
+        self._stats = np.array([r[1] for r in replies], dtype=np.float64)
+        parts = [(s, r[0][j]) for s, r in enumerate(replies) if r[0][j] is not None]
+        fields = [[p[1][k] for p in parts] for k in range(10)]
+        o = out
+        indices = _concat(
+            [p[7] + s * self.shard_capacity for s, p in parts], None if o is None else o.indices
+        )
+        weights = None
+        if fields[8][0] is not None:
+            pmin_S = self._stats[:, 2]
+            pmin = pmin_S.min()
+            scaled = []
+            for s, w in zip((p[0] for p in parts), fields[8], strict=True):
+                f = (pmin / pmin_S[s]) ** beta if beta else 1.0
+                scaled.append(w if f == 1.0 else (w * f).astype(np.float32))
+            weights = _concat(scaled, None if o is None else o.weights)
+        extras = {
+            k: _concat([e[k] for e in fields[9]], None if o is None else o.extras[k]) for k in fields[9][0]
+        }
+        return TransitionBatch(
+            obs=_concat(fields[0], None if o is None else o.obs),
+            act=_concat(fields[1], None if o is None else o.act),
+            rew=_concat(fields[2], None if o is None else o.rew),
+            obs_next=_concat(fields[3], None if o is None else o.obs_next),
+            terminated=_concat(fields[4], None if o is None else o.terminated),
+            truncated=_concat(fields[5], None if o is None else o.truncated),
+            discount=_concat(fields[6], None if o is None else o.discount),
+            indices=indices,
+            weights=weights,
+            extras=extras,
+        )
+
+    def prefetch(
+        self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99, batches_per_request: int = 1
+    ) -> PrefetchingSampler:
+        """A :class:`PrefetchingSampler` over this buffer."""
+        return PrefetchingSampler(
+            self, batch_size, n_step=n_step, gamma=gamma, batches_per_request=batches_per_request
+        )
+
+    # -- priorities ---------------------------------------------------------------------------
+
+    def shard_of(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(shard, row)`` int64 ``[B]`` of global indices."""
+        idx = np.asarray(indices, dtype=np.int64)
+        return idx // self.shard_capacity, idx % self.shard_capacity
+
+    def update_priorities(self, indices: Any, priorities: Any, *, wait: bool = False) -> int | None:
+        """Set ``(|p| + eps)^alpha`` as the priorities of global ``indices`` ``[B]`` (int64) with
+        ``priorities`` ``[B]`` (float), each sent to its shard (one call per shard involved).
+
+        Returns ``None`` at once; with ``wait=True``, waits and returns how many rows were skipped
+        because they were overwritten meanwhile (as the local buffer does).
+
+        Raises:
+            ShapeError: the arrays are not both ``[B]``.
+            InvalidValueError: an index outside ``[0, capacity)``; with ``wait=True`` also the
+                core's errors (negative or NaN priorities).
+        """
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1) if np.ndim(indices) else np.asarray([indices])
+        prio = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        if idx.shape != prio.shape:
+            raise ShapeError(f"update_priorities: {idx.shape[0]} indices but {prio.shape[0]} priorities")
+        if idx.size and (idx.min() < 0 or idx.max() >= self.capacity):
+            raise InvalidValueError(f"update_priorities: indices must be in [0, {self.capacity})")
+        shard_B, row_B = self.shard_of(idx)
+        refs = []
+        for s in np.unique(shard_B):
+            sel = shard_B == s
+            refs.append(self.shards[int(s)].update_priorities.remote(row_B[sel], prio[sel]))
+        if not wait:
+            return None
+        return int(sum(_ray().get(refs)))
+
+    # -- size, state, lifetime ----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Stored transitions over all shards (after flushing this client's queued rows)."""
+        self.flush(wait=True)
+        return int(sum(_ray().get([s.len.remote() for s in self.shards])))
+
+    def shard_sizes(self) -> list[int]:
+        """Stored transitions per shard."""
+        self.flush(wait=True)
+        return [int(n) for n in _ray().get([s.len.remote() for s in self.shards])]
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"config": {...}, "shards": [shard state_dict, ...]}``: a deep copy of every shard
+        (after flushing this client's queued rows)."""
+        self.flush(wait=True)
+        return {
+            "config": {"kind": "sharded", "num_shards": self.num_shards, "num_envs": self.num_envs},
+            "shards": _ray().get([s.state_dict.remote() for s in self.shards]),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Load a :meth:`state_dict` into the shards (same number of shards and streams; each
+        shard validates before changing anything).
+
+        Raises:
+            SaveFileError: a different shard count or stream count, or a shard's state that does
+                not fit.
+        """
+        cfg = state.get("config", {})
+        if cfg.get("num_shards") != self.num_shards or cfg.get("num_envs") != self.num_envs:
+            raise SaveFileError(
+                f"state has num_shards={cfg.get('num_shards')}, num_envs={cfg.get('num_envs')}; this "
+                f"buffer has {self.num_shards}, {self.num_envs}"
+            )
+        self.flush(wait=True)
+        _ray().get([s.load_state_dict.remote(st) for s, st in zip(self.shards, state["shards"], strict=True)])
+        self._stats = None
+
+    def save(self, path: str | Path) -> None:
+        """Save every shard into the directory ``path`` (after flushing this client's queued rows):
+        ``sharded.json`` plus one ``buffer.save`` folder per shard (:func:`save_shard_dirs`). Each
+        shard saves on its own node and sends the files to this process, which writes them, so the
+        save lands here even when the shards run on other machines.
+
+        Raises:
+            OSError: ``path`` cannot be written (a previous save there stays intact).
+        """
+        self.flush(wait=True)
+        trees = _ray().get([s.save_files.remote() for s in self.shards])
+        writers = [functools.partial(_write_tree, files=tree, fsync=True) for tree in trees]
+        save_shard_dirs(path, num_envs=self.num_envs, writers=writers)
+
+    def restore(self, path: str | Path) -> None:
+        """Copy a :meth:`save` into the shards (same shard and stream counts; each shard restores
+        with ``buffer.restore``, which validates the whole save before changing anything). Only
+        plain files are read; no file is unpickled.
+
+        Raises:
+            SaveFileError: not a sharded save, other counts, a link or a path that leaves the save,
+                or a shard's save that is corrupt or does not fit (shards before it are restored).
+        """
+        root = Path(path)
+        manifest = _read_shard_manifest(root)
+        if manifest["num_shards"] != self.num_shards or manifest["num_envs"] != self.num_envs:
+            raise SaveFileError(
+                f"{root} has num_shards={manifest['num_shards']}, num_envs={manifest['num_envs']}; this "
+                f"buffer has {self.num_shards}, {self.num_envs}"
+            )
+        trees = [_read_tree(root / manifest["data_dir"] / name) for name in manifest["shards"]]
+        self.flush(wait=True)
+        _ray().get([s.restore_files.remote(t) for s, t in zip(self.shards, trees, strict=True)])
+        self._stats = None
+
+    def clear(self) -> None:
+        """Empty every shard (memory stays allocated, as ``ReplayBuffer.clear``); queued rows of
+        this client are sent first and cleared too."""
+        self.flush(wait=True)
+        _ray().get([s.clear.remote() for s in self.shards])
+        self._stats = None
+
+    def close(self) -> None:
+        """Kill the shard actors (their data is gone)."""
+        ray = _ray()
+        for s in self.shards:
+            ray.kill(s)
+        self.shards = []
+
+    def __repr__(self) -> str:
+        return (
+            f"ShardedReplayBuffer(kind={self._info['kind']}, num_shards={self.num_shards}, "
+            f"shard_capacity={self.shard_capacity}, num_envs={self.num_envs})"
+        )
+
+
+def _client_of(
+    shards: list[Any], num_envs: int, chunk_rows: int, info: dict[str, Any], beta: float | None
+) -> ShardedReplayBuffer:
+    self = ShardedReplayBuffer.__new__(ShardedReplayBuffer)
+    self.shards = list(shards)
+    self.num_shards = len(shards)
+    self.num_envs = num_envs
+    self.chunk_rows = chunk_rows
+    self._info = info
+    self.shard_capacity = int(info["capacity"])
+    self._beta = beta
+    self._rng = np.random.default_rng()
+    self._stats = None
+    self._lock = threading.Lock()
+    self._writer = None
+    return self

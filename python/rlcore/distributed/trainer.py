@@ -1,0 +1,499 @@
+"""The distributed learner loop: one collect call in flight per collector, dead collectors
+restarted, one sample request in flight while the update runs (Ape-X shape)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlcore.batch import TransitionBatch
+from rlcore.distributed.ray_setup import _ray, _remote
+from rlcore.distributed.shard import BufferFactory
+from rlcore.distributed.sharded_buffer import ShardedReplayBuffer
+from rlcore.distributed.workers import CollectorWorker, WeightStore, policy_weights
+from rlcore.errors import ApiUsageError
+
+
+@dataclass(frozen=True, kw_only=True)
+class DistributedConfig:
+    """Topology and schedule of a :class:`DistributedTrainer` (the training schedule itself is an
+    :class:`~rlcore.trainer.OffPolicyTrainerConfig`)."""
+
+    num_collectors: int = 2
+    """K collector actors, each with its own vector env."""
+    collect_env_steps: int = 200
+    """Env steps (transitions) per collect call of one collector."""
+    weight_sync_every: int = 100
+    """Publish the learner's weights every this many gradient steps; collectors pull them before
+    their next collect call."""
+    prefetch: bool = True
+    """Keep one sample request in flight while the update runs."""
+    batches_per_request: int = 4
+    """Batches per prefetched sample request: one Ray call per shard serves this many gradient
+    steps (on 2 loaded cores, 4 cut the wait per step from 1.4-3.2 ms to 0.5-1.0 ms for 1-4
+    shards; docs/distributed.md), at the price of priorities up to 2k - 1 batches stale."""
+    chunk_rows: int = 256
+    """Rows per chunk a collector sends to the shards."""
+    max_collector_restarts: int = 10
+    """How often Ray restarts a dead collector actor (-1: always)."""
+    eval_every_env_steps: int | None = None
+    """Evaluate whenever the env steps pass a multiple of this (and at the end) instead of every
+    ``config.eval_every`` iterations (an iteration takes one or more collect calls)."""
+
+    def __post_init__(self) -> None:
+        if self.num_collectors < 1 or self.collect_env_steps < 1 or self.weight_sync_every < 1:
+            raise ValueError("num_collectors, collect_env_steps and weight_sync_every must be >= 1")
+        if self.chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be >= 1, got {self.chunk_rows}")
+        if self.eval_every_env_steps is not None and self.eval_every_env_steps < 1:
+            raise ValueError(f"eval_every_env_steps must be >= 1 or None, got {self.eval_every_env_steps}")
+
+
+_CHECKPOINT_KIND = "distributed"
+
+
+class DistributedTrainer:
+    """Off-policy training with remote collectors and a sharded buffer, as an iterator of
+    :class:`~rlcore.stats.EpochStats` (same contract as :class:`~rlcore.trainer.OffPolicyTrainer`).
+
+    Each ``next()``: wait until at least one collect call has finished, hand those collectors their
+    next call at once (so they step while the learner updates; they are at most one call ahead),
+    run ``utd_ratio`` gradient steps per env step collected after the warm-up (prefetching the next
+    batch during each update), send the new priorities back, publish the weights every
+    ``weight_sync_every`` gradient steps, and evaluate every ``eval_every`` iterations (or every
+    ``dist.eval_every_env_steps`` env steps) and at the end.
+
+    A collector actor that dies is restarted by Ray (``max_collector_restarts``); its call in
+    flight is lost and its env steps are asked for again (``collector_failures`` counts lost calls,
+    ``collector_restarts`` restarted actors that reported back), and rows it had already stored
+    stay in the shards. The restarted actor starts fresh episodes (new seed) and pulls the newest
+    weights. A collector still restarting is asked again after 0.5 s, without blocking the learner.
+
+    Raises (from ``next()``):
+        ray.exceptions.RayActorError: a collector died more than ``max_collector_restarts`` times.
+
+    Args:
+        algorithm: the learner (``update``, ``act``, ``priorities``).
+        buffer: the :class:`ShardedReplayBuffer` (``num_envs`` = K times the envs per collector).
+        make_envs: builds one collector's vector env (called inside each collector actor).
+        make_policy: builds a CPU copy of the algorithm (called inside each collector actor).
+        config: the schedule (``collect_env_steps`` of it is ignored; see ``dist``).
+        dist: topology.
+        eval_envs: local vector env for deterministic evaluation.
+    """
+
+    def __init__(
+        self,
+        algorithm: Any,
+        buffer: ShardedReplayBuffer,
+        make_envs: Callable[[], Any],
+        make_policy: Callable[[], Any],
+        *,
+        config: Any,
+        dist: DistributedConfig,
+        eval_envs: Any | None = None,
+    ) -> None:
+        ray = _ray()
+        if config.eval_every is not None and eval_envs is None:
+            raise ValueError("config.eval_every is set but no eval_envs were given")
+        if buffer.num_envs % dist.num_collectors:
+            raise ValueError(
+                f"buffer.num_envs={buffer.num_envs} must be num_collectors={dist.num_collectors} times "
+                "the envs per collector"
+            )
+        self.algorithm = algorithm
+        self.buffer = buffer
+        self.config = config
+        self.dist = dist
+        self.eval_envs = eval_envs
+        self.weights = _remote(WeightStore).options(num_cpus=0).remote()
+        per = buffer.num_envs // dist.num_collectors
+        actor = _remote(CollectorWorker).options(
+            num_cpus=0, max_restarts=dist.max_collector_restarts, max_task_retries=0
+        )
+        self.collectors = [
+            actor.remote(
+                make_envs,
+                make_policy,
+                buffer.writer(k * per, per, chunk_rows=dist.chunk_rows),
+                self.weights,
+                config.seed + 100 * k,
+            )
+            for k in range(dist.num_collectors)
+        ]
+        self.iteration = 0
+        self.grad_steps = 0
+        self.env_steps = 0
+        self.episodes = 0
+        self.collector_restarts = 0
+        self.collector_failures = 0
+        self._failures_K = [0] * dist.num_collectors
+        self._retry_at: dict[int, float] = {}
+        self._submitted = 0
+        self._grad_credit = 0.0
+        self._evaluations = 0
+        self._inflight: dict[Any, tuple[int, int]] = {}
+        self._started = False
+        self._beta_start = buffer.beta
+        self._sampler = (
+            buffer.prefetch(
+                config.batch_size,
+                n_step=config.n_step,
+                gamma=config.gamma,
+                batches_per_request=dist.batches_per_request,
+            )
+            if dist.prefetch
+            else None
+        )
+        self._ray = ray
+        self._publish()
+
+    @property
+    def done(self) -> bool:
+        """True once ``max_env_steps`` were collected."""
+        return self.config.max_env_steps is not None and self.env_steps >= self.config.max_env_steps
+
+    def __iter__(self) -> DistributedTrainer:
+        return self
+
+    def _publish(self) -> None:
+        ray = _ray()
+        ray.get(
+            self.weights.put.remote(self.grad_steps, ray.put(policy_weights(self.algorithm)), self.env_steps)
+        )
+
+    def _submit(self, k: int) -> None:
+        c = self.config
+        n = self.dist.collect_env_steps
+        if c.max_env_steps is not None:
+            n = min(n, c.max_env_steps - self._submitted)
+            if n <= 0:
+                return
+        random = self._submitted < c.warmup_env_steps
+        self._submitted += n
+        ref = self.collectors[k].collect.remote(n, random=random)
+        self._inflight[ref] = (k, n)
+
+    def _next_batch(self) -> TransitionBatch:
+        c = self.config
+        if self._sampler is not None:
+            return next(self._sampler)
+        return self.buffer.sample(c.batch_size, n_step=c.n_step, gamma=c.gamma)
+
+    def evaluate(self) -> Any:
+        """Deterministic episodes on the eval envs (see ``OffPolicyTrainer.evaluate``)."""
+        from rlcore.collect.evaluate import evaluate
+
+        if self.eval_envs is None:
+            raise RuntimeError("this trainer has no eval_envs")
+        self._evaluations += 1
+        seed = self.config.seed + 10_000 + 1_000 * self._evaluations
+        return evaluate(
+            lambda o: self.algorithm.act(o, deterministic=True),
+            self.eval_envs,
+            self.config.eval_episodes,
+            seed=seed,
+        )
+
+    def __next__(self) -> Any:
+        from rlcore.stats import EpisodeStats, EpochStats, TimeStats, mean_stats
+
+        ray, c = self._ray, self.config
+        if self.done and not self._inflight and not self._retry_at:
+            raise StopIteration
+        start = time.perf_counter()
+        if not self._started:  # the first next(), also of a resumed trainer
+            self._started = True
+            for k in range(len(self.collectors)):
+                self._submit(k)
+        now = time.monotonic()
+        for k, at in list(self._retry_at.items()):
+            if at <= now:
+                del self._retry_at[k]
+                self._submit(k)
+        if not self._inflight and not self._retry_at:
+            raise StopIteration
+        # wait for a collect call, but not past the next retry of a restarting collector
+        timeout = max(0.0, min(self._retry_at.values()) - now) if self._retry_at else None
+        ready: list[Any] = []
+        if self._inflight:
+            ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=timeout)
+            rest = [r for r in self._inflight if r not in ready]
+            ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0] if rest else []
+        elif timeout:
+            time.sleep(timeout)
+        returns: list[float] = []
+        lengths: list[int] = []
+        successes: list[float] = []
+        collected = 0
+        for ref in ready:
+            k, n = self._inflight.pop(ref)
+            try:
+                stats, _, restarted = ray.get(ref)
+            except ray.exceptions.ActorUnavailableError:
+                # restarting (or unreachable for a moment): ask again shortly; not another death
+                self._submitted -= n
+                self._retry_at[k] = time.monotonic() + 0.5
+                continue
+            except ray.exceptions.RayActorError:
+                # The actor died mid-call: Ray restarts it; this call's steps are lost and owed again.
+                self._submitted -= n
+                self.collector_failures += 1
+                self._failures_K[k] += 1
+                limit = self.dist.max_collector_restarts
+                if 0 <= limit < self._failures_K[k]:
+                    raise
+            else:
+                self.collector_restarts += restarted
+                collected += stats.env_steps
+                returns += stats.episode_returns
+                lengths += stats.episode_lengths
+                successes += stats.episode_successes
+            self._submit(k)
+        self.env_steps += collected
+        self.episodes += len(returns)
+        t_collect = time.perf_counter()
+
+        algo_stats: list[Any] = []
+        past_warmup = min(collected, self.env_steps - c.warmup_env_steps)
+        if past_warmup > 0:
+            self._grad_credit += c.utd_ratio * past_warmup
+            n_grad = int(self._grad_credit)
+            self._grad_credit -= n_grad
+            for _ in range(n_grad):
+                batch = self._next_batch()
+                algo_stats.append(self.algorithm.update(batch))
+                if batch.weights is not None and self.algorithm.priorities is not None:
+                    self.buffer.update_priorities(batch.indices, self.algorithm.priorities)
+                self.grad_steps += 1
+                if self.grad_steps % self.dist.weight_sync_every == 0:
+                    self._publish()
+        if c.per_beta_end is not None and self._beta_start is not None and c.max_env_steps is not None:
+            frac = min(1.0, self.env_steps / c.max_env_steps)
+            self.buffer.beta = self._beta_start + frac * (c.per_beta_end - self._beta_start)
+        t_update = time.perf_counter()
+
+        self.iteration += 1
+        eval_stats = None
+        last = self.done and not self._inflight
+        every = self.dist.eval_every_env_steps
+        if every is not None:
+            due = self.env_steps // every > (self.env_steps - collected) // every
+        else:
+            due = c.eval_every is not None and self.iteration % c.eval_every == 0
+        if self.eval_envs is not None and (due or (last and (every is not None or c.eval_every is not None))):
+            eval_stats = self.evaluate()
+        end = time.perf_counter()
+        return EpochStats(
+            iteration=self.iteration,
+            env_steps=self.env_steps,
+            grad_steps=self.grad_steps,
+            rollout=EpisodeStats.from_episodes(tuple(returns), tuple(lengths), tuple(successes)),
+            train=mean_stats(algo_stats),
+            eval=eval_stats,
+            time=TimeStats(
+                env_steps=self.env_steps,
+                grad_steps=self.grad_steps,
+                episodes=self.episodes,
+                collect_s=t_collect - start,
+                update_s=t_update - t_collect,
+                eval_s=end - t_update,
+                iteration_s=end - start,
+                env_steps_per_s=collected / max(end - start, 1e-9),
+            ),
+        )
+
+    def run(self, logger: Any | None = None) -> Any:
+        """Iterate until ``max_env_steps``, writing every iteration to ``logger``; return the last
+        stats.
+
+        Raises:
+            ValueError: ``max_env_steps`` is ``None``.
+        """
+        if self.config.max_env_steps is None:
+            raise ValueError("run() needs config.max_env_steps")
+        last = None
+        for stats in self:
+            if logger is not None:
+                logger.write(stats)
+            last = stats
+        return last
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Write a checkpoint into the directory ``path`` (:mod:`rlcore.trainers.checkpoint`): algorithm and
+        RNG states in ``trainer.pt``, counters in ``counters.json``, every shard with
+        :meth:`ShardedReplayBuffer.save` (the collectors' envs live in their actors and are not
+        saved). Collect calls still in flight keep writing while the shards save, so the saved
+        shards can hold rows that ``env_steps`` does not count yet (as after a collector restart);
+        :meth:`close` first for shards exactly as of the last ``next()``. Returns ``path``.
+
+        Raises:
+            CheckpointError: the algorithm's state holds something a checkpoint cannot store.
+            OSError: the directory cannot be written (a previous checkpoint there stays intact).
+        """
+        from rlcore.trainers import checkpoint
+
+        return checkpoint.save(
+            path,
+            trainer=_CHECKPOINT_KIND,
+            state={"algorithm": self.algorithm.state_dict(), "rng": checkpoint.capture_rng()},
+            counters={
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "episodes": self.episodes,
+                "grad_steps": self.grad_steps,
+                "grad_credit": self._grad_credit,
+                "evaluations": self._evaluations,
+                "buffer_beta": self.buffer.beta,
+            },
+            buffer=self.buffer,
+            info={
+                "config": dataclasses.asdict(self.config),
+                "dist": dataclasses.asdict(self.dist),
+                "shard_capacity": self.buffer.shard_capacity,
+            },
+        )
+
+    def load_checkpoint(self, path: str | Path, *, trust_env_state: bool = False) -> None:
+        """Restore :meth:`save_checkpoint` into this freshly built trainer: algorithm, shards,
+        counters and RNGs; the new weights are published, and every collector resets its envs with
+        ``rlcore.trainers.checkpoint.resume_seed(config.seed, iteration) + 100 * k`` (fresh episodes: the
+        envs ran in actors and have no snapshot). Nothing from the files runs as code.
+
+        Args:
+            trust_env_state: accepted for the common trainer signature (there is no env snapshot).
+
+        Raises:
+            FileNotFoundError: ``path`` holds no checkpoint.
+            CheckpointError: an old-format checkpoint (the message says how to convert a trusted
+                one), a ``trainer.pt`` that holds more than data, or a checkpoint of another trainer.
+            SaveFileError: a shard's save is corrupt or does not fit.
+            ApiUsageError: the trainer has already started iterating.
+        """
+        from rlcore.trainers import checkpoint
+
+        if self._started:
+            raise ApiUsageError("load_checkpoint needs a freshly built DistributedTrainer (before next())")
+        ckpt = checkpoint.load(path, trainer=_CHECKPOINT_KIND, trust_env_state=trust_env_state)
+        algorithm, rng = ckpt.part("algorithm"), ckpt.part("rng")
+        counters = {
+            k: ckpt.counter(k)
+            for k in ("iteration", "env_steps", "episodes", "grad_steps", "grad_credit", "evaluations")
+        }
+        beta = ckpt.counter("buffer_beta")
+        ckpt.restore_buffer(self.buffer)
+        self.algorithm.load_state_dict(algorithm)
+        self.iteration, self.env_steps = int(counters["iteration"]), int(counters["env_steps"])
+        self.episodes, self.grad_steps = int(counters["episodes"]), int(counters["grad_steps"])
+        self._grad_credit, self._evaluations = float(counters["grad_credit"]), int(counters["evaluations"])
+        self._submitted = self.env_steps
+        if beta is not None and self.buffer.prioritized:
+            self.buffer.beta = float(beta)
+        seed = checkpoint.resume_seed(self.config.seed, self.iteration)
+        self._ray.get([c.reset.remote(seed + 100 * k) for k, c in enumerate(self.collectors)])
+        checkpoint.restore_rng(rng)
+        self._publish()
+
+    @classmethod
+    def resume(
+        cls,
+        path: str | Path,
+        algorithm: Any,
+        buffer: ShardedReplayBuffer,
+        make_envs: Callable[[], Any],
+        make_policy: Callable[[], Any],
+        *,
+        config: Any,
+        dist: DistributedConfig,
+        eval_envs: Any | None = None,
+        trust_env_state: bool = False,
+    ) -> DistributedTrainer:
+        """Build a trainer from fresh objects and load the checkpoint at ``path`` into it
+        (:meth:`load_checkpoint`)."""
+        trainer = cls(
+            algorithm, buffer, make_envs, make_policy, config=config, dist=dist, eval_envs=eval_envs
+        )
+        trainer.load_checkpoint(path, trust_env_state=trust_env_state)
+        return trainer
+
+    def close(self) -> None:
+        """Kill the collector and weight-store actors (the buffer's shards stay)."""
+        ray = self._ray
+        for a in self.collectors:
+            ray.kill(a, no_restart=True)
+        ray.kill(self.weights)
+        self.collectors = []
+        self._inflight.clear()
+
+
+def _her_shard_buffer(
+    env_id: str | None, capacity: int, cfg: Mapping[str, Any], *, num_envs: int, seed: int | None
+) -> Any:
+    """A HER shard; a Python ``compute_reward`` is rebuilt from ``env_id`` inside the shard (env
+    methods such as MuJoCo's do not pickle)."""
+    from rlcore import buffers
+
+    compute_reward = None
+    if cfg["distance_threshold"] is None:
+        import gymnasium as gym
+
+        if env_id is None:
+            raise ApiUsageError("a HER shard with a Python compute_reward needs env_id to rebuild it")
+        if env_id not in gym.registry:
+            import gymnasium_robotics  # type: ignore[import-untyped]
+
+            gym.register_envs(gymnasium_robotics)
+        compute_reward = getattr(gym.make(env_id).unwrapped, "compute_reward")  # noqa: B009
+    per = {k: cfg[k] for k in ("alpha", "beta", "eps")} if cfg.get("prioritized") else {}
+    return buffers.HERReplayBuffer(
+        capacity,
+        num_envs=num_envs,
+        seed=seed,
+        strategy=cfg["strategy"],
+        future_k=cfg["future_k"],
+        compute_reward=compute_reward,
+        distance_threshold=cfg["distance_threshold"],
+        goal_keys=tuple(cfg["goal_keys"]),
+        prioritized=bool(cfg.get("prioritized")),
+        **per,
+    )
+
+
+def shard_factory_like(
+    buffer: Any,
+    *,
+    num_shards: int,
+    num_envs: int,
+    env_id: str | None = None,
+    shard_capacity: int | None = None,
+) -> BufferFactory:
+    """A picklable ``make_buffer`` for shards of the same kind and parameters as the local
+    ``buffer``, together holding its capacity plus 1,000 rows per env stream (terminal rows and
+    uneven episode routing), split over ``num_shards`` (or ``shard_capacity`` rows each: the shards
+    of a run being resumed).
+
+    Raises:
+        ApiUsageError: a HER buffer with a Python ``compute_reward`` and no ``env_id`` to rebuild
+            it from.
+    """
+    from rlcore import buffers
+
+    cfg = buffer._config()
+    capacity = -(-(cfg["capacity"] + 1_000 * num_envs) // num_shards)
+    capacity = -(-capacity // num_envs) * num_envs if shard_capacity is None else int(shard_capacity)
+    if cfg["kind"] == "her":
+        if cfg["distance_threshold"] is None and env_id is None:
+            raise ApiUsageError(
+                "a HER buffer with a Python compute_reward needs env_id to rebuild it in the shards"
+            )
+        return functools.partial(_her_shard_buffer, env_id, capacity, cfg)
+    if cfg["kind"] == "prioritized":
+        return functools.partial(
+            buffers.PrioritizedReplayBuffer, capacity, alpha=cfg["alpha"], beta=cfg["beta"], eps=cfg["eps"]
+        )
+    return functools.partial(buffers.ReplayBuffer, capacity)
