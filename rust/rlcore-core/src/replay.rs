@@ -205,7 +205,7 @@ impl ReplayCore {
     /// buffer without columns.
     fn define_and_validate<'a>(
         &mut self,
-        s: &Steps<'a>,
+        s: &'a Steps<'a>,
         lead: usize,
         rows: Option<usize>,
     ) -> Result<Checked<'a>> {
@@ -214,15 +214,11 @@ impl ReplayCore {
             let (obs, step) = Schema::infer(s, lead)?;
             self.declare(obs, step)?;
         }
-        match validate::steps(&self.st.schema, s, rows) {
-            Ok(c) => Ok(c),
-            Err(e) => {
-                if fresh {
-                    self.forget_schema();
-                }
-                Err(e)
-            }
+        let checked = validate::steps(&self.st.schema, s, rows);
+        if checked.is_err() && fresh {
+            self.forget_schema();
         }
+        checked
     }
 
     /// The checks [`ReplayCore::sample`] makes of its scalar arguments and the buffer's state,

@@ -55,10 +55,10 @@ pub fn obs_key(name: &str) -> Option<&str> {
 }
 
 /// How a message names an observation column given as argument `what`: `obs`, `obs['key']`.
-pub fn display(what: &str, name: &str) -> String {
+pub fn display<'a>(what: &'a str, name: &str) -> Cow<'a, str> {
     match obs_key(name) {
-        Some(key) => format!("{what}['{key}']"),
-        None => what.to_string(),
+        Some(key) => Cow::Owned(format!("{what}['{key}']")),
+        None => Cow::Borrowed(what),
     }
 }
 
@@ -247,9 +247,13 @@ impl Schema {
     ///
     /// Errors: `Shape` for an array where the columns are a dict or the reverse, a missing key,
     /// or keys the columns do not have.
-    pub fn obs_arrays<'a>(&self, what: &str, o: &Obs<'a>) -> Result<SmallVec<[Array<'a>; 4]>> {
+    pub fn obs_arrays<'a>(
+        &self,
+        what: &str,
+        o: &'a Obs<'a>,
+    ) -> Result<SmallVec<[&'a Array<'a>; 4]>> {
         match (o, self.obs_is_dict) {
-            (Obs::Array(a), false) => Ok(SmallVec::from_slice(&[*a])),
+            (Obs::Array(a), false) => Ok(std::iter::once(a).collect()),
             (Obs::Dict(_), false) => Err(CoreError::shape(format!(
                 "{what}: expected an array, got a dict"
             ))),
@@ -282,8 +286,8 @@ impl Schema {
     /// Errors: `Usage` for a missing or unknown extra.
     pub fn extra_arrays<'a>(
         &self,
-        given: &[(&str, Array<'a>)],
-    ) -> Result<SmallVec<[Array<'a>; 4]>> {
+        given: &'a [(&'a str, Array<'a>)],
+    ) -> Result<SmallVec<[&'a Array<'a>; 4]>> {
         let cols = &self.step[1..];
         let mut out = SmallVec::new();
         if given.len() == cols.len() {
@@ -420,10 +424,10 @@ const FIXED_FIELDS: [(&str, usize); 4] = [
 /// The entry named `name` in `given`, looked for at position `k` first (callers usually pass
 /// names in column order).
 #[inline]
-fn find<'a>(given: &[(&str, Array<'a>)], k: usize, name: &str) -> Option<Array<'a>> {
+fn find<'a>(given: &'a [(&'a str, Array<'a>)], k: usize, name: &str) -> Option<&'a Array<'a>> {
     match given.get(k) {
-        Some((n, a)) if *n == name => Some(*a),
-        _ => given.iter().find(|(n, _)| *n == name).map(|(_, a)| *a),
+        Some((n, a)) if *n == name => Some(a),
+        _ => given.iter().find(|(n, _)| *n == name).map(|(_, a)| a),
     }
 }
 
@@ -618,7 +622,8 @@ mod tests {
         let (x, y) = ([0u8; 8], [1u8; 1]);
         let (xa, ya) = (arr(&[2], &x), arr(&[], &y));
         let given = [("b", ya), ("a", xa)];
-        let got = sc.obs_arrays("obs", &Obs::Dict(&given)).unwrap(); // ok: test
+        let dict = Obs::Dict(&given);
+        let got = sc.obs_arrays("obs", &dict).unwrap(); // ok: test
         assert_eq!(got.len(), 2);
         assert_eq!((got[0].shape, got[1].shape), (&[2usize][..], &[][..]));
         let shape_err = |o: Obs<'_>| match sc.obs_arrays("obs_next", &o) {
@@ -649,7 +654,8 @@ mod tests {
         let sc = dict_schema();
         let (x, y) = ([0u8; 24], [0u8; 8]);
         let (e1, e2) = (arr(&[3], &x), arr(&[2], &y));
-        let got = sc.extra_arrays(&[("e2", e2), ("e1", e1)]).unwrap(); // ok: test
+        let given = [("e2", e2), ("e1", e1)];
+        let got = sc.extra_arrays(&given).unwrap(); // ok: test
         assert_eq!((got[0].data.len(), got[1].data.len()), (24, 8));
         for given in [
             &[("e1", e1)][..],

@@ -334,7 +334,7 @@ impl Storage {
         (abs, p)
     }
 
-    fn write_obs(&mut self, p: usize, given: &[Array<'_>], i: usize) {
+    fn write_obs(&mut self, p: usize, given: &[&Array<'_>], i: usize) {
         let rec = self.schema.rec;
         let data = crate::mem::bytes_of_mut(&mut self.data);
         for (col, a) in self.schema.obs.iter().zip(given.iter()) {
@@ -351,7 +351,7 @@ impl Storage {
     }
 
     /// Whether the given observation (row i) is byte-equal to the one stored at row p.
-    fn obs_equal(&mut self, p: usize, given: &[Array<'_>], i: usize) -> bool {
+    fn obs_equal(&mut self, p: usize, given: &[&Array<'_>], i: usize) -> bool {
         let rec = self.schema.rec;
         let data = crate::mem::bytes_of(&self.data);
         for (col, a) in self.schema.obs.iter().zip(given.iter()) {

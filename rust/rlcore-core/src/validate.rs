@@ -118,19 +118,19 @@ pub fn sample_args(batch_size: usize, n_step: usize, gamma: f64) -> Result<()> {
 }
 
 /// One call's inputs after [`steps`]: every array checked, observation and step arrays in
-/// column order.
+/// column order (borrowed from the [`Steps`]: the hot path copies no array descriptor).
 #[derive(Debug)]
 pub struct Checked<'a> {
     /// Number of input rows.
     pub n: usize,
-    pub obs: SmallVec<[Array<'a>; 4]>,
-    pub obs_next: SmallVec<[Array<'a>; 4]>,
+    pub obs: SmallVec<[&'a Array<'a>; 4]>,
+    pub obs_next: SmallVec<[&'a Array<'a>; 4]>,
     /// `act`, then the extras.
-    pub step: SmallVec<[Array<'a>; 4]>,
-    pub rew: Array<'a>,
-    pub terminated: Array<'a>,
-    pub truncated: Array<'a>,
-    pub mask: Option<Array<'a>>,
+    pub step: SmallVec<[&'a Array<'a>; 4]>,
+    pub rew: &'a Array<'a>,
+    pub terminated: &'a Array<'a>,
+    pub truncated: &'a Array<'a>,
+    pub mask: Option<&'a Array<'a>>,
 }
 
 /// Check one call's inputs against a defined schema: the observation keys, the leading
@@ -143,7 +143,7 @@ pub struct Checked<'a> {
 /// `InvalidValue` (non-finite rewards), `Usage` (missing or unknown extras).
 pub fn steps<'a>(
     schema: &Schema,
-    s: &Steps<'a>,
+    s: &'a Steps<'a>,
     expect_rows: Option<usize>,
 ) -> Result<Checked<'a>> {
     let obs = schema.obs_arrays("obs", &s.obs)?;
@@ -236,8 +236,8 @@ pub fn steps<'a>(
         }
     }
     check("act", &s.act, &schema.step[0])?;
-    let mut step: SmallVec<[Array<'a>; 4]> = SmallVec::new();
-    step.push(s.act);
+    let mut step: SmallVec<[&'a Array<'a>; 4]> = SmallVec::new();
+    step.push(&s.act);
     step.extend(schema.extra_arrays(s.extras)?);
     for (col, a) in schema.step[1..].iter().zip(step[1..].iter()) {
         check(&col.spec.name, a, col)?;
@@ -247,10 +247,10 @@ pub fn steps<'a>(
         obs,
         obs_next,
         step,
-        rew: s.rew,
-        terminated: s.terminated,
-        truncated: s.truncated,
-        mask: s.mask,
+        rew: &s.rew,
+        terminated: &s.terminated,
+        truncated: &s.truncated,
+        mask: s.mask.as_ref(),
     })
 }
 
@@ -525,7 +525,7 @@ mod tests {
         ));
     }
 
-    fn steps_checked<'a>(sc: &Schema, s: &Steps<'a>) -> Result<Checked<'a>> {
+    fn steps_checked<'a>(sc: &Schema, s: &'a Steps<'a>) -> Result<Checked<'a>> {
         steps(sc, s, Some(2))
     }
 
