@@ -2,6 +2,10 @@
 //! floats, index arrays and NumPy arrays, observation dicts and extras, column specs, and that
 //! allocates or wraps NumPy arrays. Every range, shape and layout check is the core's; what
 //! fails here is a conversion (an object that is no number, no array, a non-str key, ...).
+//!
+//! Over 700 lines on purpose: the conversion rules (bools refused as numbers, native byte order,
+//! scalars read without numpy, views that keep the buffer alive, `out=` headers) read in one place,
+//! each next to the one that relies on it; half of the file is their documentation.
 
 use std::fmt;
 
