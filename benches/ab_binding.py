@@ -19,8 +19,9 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -75,9 +76,7 @@ def _ops() -> dict[str, tuple[Callable[[], Any], int]]:
     d = stream(1000)
     ext_buf = rlcore.ReplayBuffer(CAPACITY, seed=0)
     ops["extend(T=1000)"] = (
-        lambda: ext_buf.extend(
-            d["obs"], d["act"], d["rew"], d["terminated"], d["truncated"], d["obs_next"]
-        ),
+        lambda: ext_buf.extend(d["obs"], d["act"], d["rew"], d["terminated"], d["truncated"], d["obs_next"]),
         100,
     )
 
