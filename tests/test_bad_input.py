@@ -323,6 +323,7 @@ def _out(buf, b=4, **override):
         (lambda o: o._replace(extras={"info": np.zeros((4, 1), np.int32)}), ShapeError, ValueError),
         (lambda o: o._replace(obs=np.zeros((4, 6), F32)[:, ::2]), ApiUsageError, RuntimeError),
         (lambda o: o._replace(discount=_read_only(np.zeros(4, F32))), ApiUsageError, RuntimeError),
+        (lambda o: o._replace(rew=_misaligned(4, F32)), ApiUsageError, RuntimeError),
     ],
     ids=[
         "rew-f64",
@@ -334,6 +335,7 @@ def _out(buf, b=4, **override):
         "extra-shape",
         "strided",
         "read-only",
+        "misaligned",
     ],
 )
 def test_sample_bad_out_arrays_raise_and_leave_buffer_and_out_unchanged(buf, make, err, builtin):
@@ -354,6 +356,13 @@ def test_sample_out_for_another_batch_size_raises_shape_error(buf):
 def test_sample_out_with_aliased_arrays_is_rejected(buf):
     out = _out(buf)
     rejects(buf, ApiUsageError, RuntimeError, lambda: buf.sample(4, out=out._replace(obs_next=out.obs)))
+
+
+def _misaligned(n, dtype):
+    """A writable, C-contiguous array of n elements whose data starts one byte past alignment."""
+    a = np.frombuffer(bytearray(n * np.dtype(dtype).itemsize + 1), dtype=dtype, count=n, offset=1)
+    assert a.flags.writeable and a.flags.c_contiguous and not a.flags.aligned
+    return a
 
 
 def _read_only(a):

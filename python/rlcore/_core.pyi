@@ -6,6 +6,15 @@ from typing import Any, final
 import numpy as np
 from typing_extensions import disjoint_base
 
+# the exception classes are defined in rlcore.errors; the native module re-exports them
+from rlcore.errors import ApiUsageError as ApiUsageError
+from rlcore.errors import DTypeError as DTypeError
+from rlcore.errors import EmptyBufferError as EmptyBufferError
+from rlcore.errors import InvalidValueError as InvalidValueError
+from rlcore.errors import RlcoreError as RlcoreError
+from rlcore.errors import SaveFileError as SaveFileError
+from rlcore.errors import ShapeError as ShapeError
+
 __version__: str
 MAX_PRIORITY: float
 RESERVED_NAMES: tuple[str, ...]
@@ -27,14 +36,6 @@ __all__ = [
     "_crc32c",
     "_state_layout",
 ]
-
-class RlcoreError(Exception): ...
-class ShapeError(RlcoreError, ValueError): ...
-class DTypeError(RlcoreError, TypeError): ...
-class InvalidValueError(RlcoreError, ValueError): ...
-class EmptyBufferError(RlcoreError, IndexError): ...
-class ApiUsageError(RlcoreError, RuntimeError): ...
-class SaveFileError(RlcoreError, OSError): ...
 
 @final
 class AddResult:

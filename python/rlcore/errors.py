@@ -23,20 +23,12 @@ class                      also a                raised when
                                                  or a checkpoint of another trainer
 =========================  ====================  ==============================================
 
-Every failed call leaves the buffer exactly as it was.
+Every failed call leaves the buffer exactly as it was. The classes are defined here, once; the
+native module ``rlcore._core`` raises them (and re-exports them under the same names), so this
+module must not import ``rlcore._core``.
 """
 
 from __future__ import annotations
-
-from rlcore._core import (
-    ApiUsageError,
-    DTypeError,
-    EmptyBufferError,
-    InvalidValueError,
-    RlcoreError,
-    SaveFileError,
-    ShapeError,
-)
 
 __all__ = [
     "ApiUsageError",
@@ -48,6 +40,34 @@ __all__ = [
     "SaveFileError",
     "ShapeError",
 ]
+
+
+class RlcoreError(Exception):
+    """Base class of every rlcore error."""
+
+
+class ShapeError(RlcoreError, ValueError):
+    """An array has the wrong shape."""
+
+
+class DTypeError(RlcoreError, TypeError):
+    """A dtype cannot be stored without loss."""
+
+
+class InvalidValueError(RlcoreError, ValueError):
+    """An argument is out of range."""
+
+
+class EmptyBufferError(RlcoreError, IndexError):
+    """The buffer holds no transition."""
+
+
+class ApiUsageError(RlcoreError, RuntimeError):
+    """A call not allowed in this state."""
+
+
+class SaveFileError(RlcoreError, OSError):
+    """A save is missing, incomplete or corrupt."""
 
 
 class CheckpointError(SaveFileError):
