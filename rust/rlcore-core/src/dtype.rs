@@ -1,6 +1,25 @@
-//! Element types of stored columns and the casts allowed when writing into them.
+//! Element types of stored columns, the borrowed typed arrays a front end hands in, and the
+//! casts allowed when writing them into a column.
 
 use crate::error::{CoreError, Result};
+
+/// A borrowed input array: dtype, shape and C-contiguous native-endian bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Array<'a> {
+    pub dtype: DType,
+    pub shape: &'a [usize],
+    pub data: &'a [u8],
+}
+
+impl Array<'_> {
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    /// Bytes of one row below the leading `lead` dimensions.
+    pub fn row_bytes(&self, lead: usize) -> usize {
+        self.shape[lead..].iter().product::<usize>() * self.dtype.size()
+    }
+}
 
 /// Element type of a column or of an input array (native byte order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -246,7 +265,7 @@ pub fn cast_into(src: &[u8], src_dt: DType, dst: &mut [u8], dst_dt: DType) {
         return;
     }
     if src_dt == dst_dt || (src_dt.size() == 1 && dst_dt.size() == 1 && src_dt != DType::I8) {
-        crate::storage::copy_row(dst, src);
+        crate::mem::copy_row(dst, src);
         return;
     }
     let (ss, ds) = (src_dt.size(), dst_dt.size());

@@ -1,9 +1,9 @@
 //! Episode queries on physical row indices, O(1) each (DESIGN.md, "Episode index").
 
 use crate::error::{CoreError, Result};
-use crate::storage::{ReplayCore, F_TRANSITION};
+use crate::storage::{Storage, F_TRANSITION};
 
-impl ReplayCore {
+impl Storage {
     fn alive(&self, idx: i64) -> Result<(usize, u64)> {
         if idx < 0 || idx as usize >= self.rows {
             return Err(CoreError::value(format!(
@@ -29,7 +29,7 @@ impl ReplayCore {
 
     /// The row of the previous step of the same episode; the episode's first surviving row maps
     /// to itself.
-    pub fn prev(&self, idx: &[i64]) -> Result<Vec<i64>> {
+    pub(crate) fn prev(&self, idx: &[i64]) -> Result<Vec<i64>> {
         self.map_rows(idx, |s, e, a| {
             let (start, _) = s.bounds_abs(e, a);
             s.phys(e, if a > start { a - 1 } else { a }) as i64
@@ -38,7 +38,7 @@ impl ReplayCore {
 
     /// The row of the next step of the same episode; the last transition of an episode (and
     /// the terminal row) map to themselves.
-    pub fn next(&self, idx: &[i64]) -> Result<Vec<i64>> {
+    pub(crate) fn next(&self, idx: &[i64]) -> Result<Vec<i64>> {
         self.map_rows(idx, |s, e, a| {
             let (_, end) = s.bounds_abs(e, a);
             s.phys(e, if a + 1 < end { a + 1 } else { a }) as i64
@@ -47,7 +47,7 @@ impl ReplayCore {
 
     /// Per index: (first surviving row of its episode, row holding the episode's final — or, for
     /// a running episode, newest — observation, number of surviving transitions).
-    pub fn episode_bounds(&self, idx: &[i64]) -> Result<(Vec<i64>, Vec<i64>, Vec<i64>)> {
+    pub(crate) fn episode_bounds(&self, idx: &[i64]) -> Result<(Vec<i64>, Vec<i64>, Vec<i64>)> {
         let mut alive = Vec::with_capacity(idx.len());
         for &i in idx {
             alive.push(self.alive(i)?);
@@ -65,7 +65,7 @@ impl ReplayCore {
     }
 
     /// Rows of the newest transition of every env whose episode is still running.
-    pub fn unfinished_index(&self) -> Vec<i64> {
+    pub(crate) fn unfinished_index(&self) -> Vec<i64> {
         (0..self.num_envs)
             .filter(|&e| self.envs[e].open)
             .map(|e| self.phys(e, self.envs[e].head - 2) as i64)
@@ -73,7 +73,7 @@ impl ReplayCore {
     }
 
     /// Per env: the row of its newest transition, or -1 if it holds none.
-    pub fn last_index(&self) -> Vec<i64> {
+    pub(crate) fn last_index(&self) -> Vec<i64> {
         (0..self.num_envs)
             .map(|e| {
                 let h = self.envs[e].head;
@@ -91,7 +91,7 @@ impl ReplayCore {
     }
 
     /// Whether each row currently holds a sampleable transition.
-    pub fn is_transition(&self, idx: &[i64]) -> Result<Vec<bool>> {
+    pub(crate) fn is_transition(&self, idx: &[i64]) -> Result<Vec<bool>> {
         let mut out = Vec::with_capacity(idx.len());
         for &i in idx {
             if i < 0 || i as usize >= self.rows {

@@ -1,13 +1,20 @@
 //! rlcore-core: the replay core of rlcore, in pure Rust.
 //!
-//! - [`storage`]: episode-contiguous ring storage with one terminal row per episode, per-env
-//!   segments, continuity check, fixed memory;
-//! - [`sampling`]: uniform and prioritized draws, n-step windows, HER relabeling, gathers into
-//!   caller-owned arrays;
-//! - [`episodes`]: O(1) episode queries; [`per`]: priority updates over [`sumtree`];
-//! - [`gae`]: GAE and n-step returns on raw arrays; [`state`]: export/import for save/load;
-//!   [`checksum`]: CRC-32C of saved files;
-//! - [`validate`]: range checks of count, seed, index and priority arguments.
+//! Modules, lowest first; each imports only modules above it in this list:
+//! - [`error`]: the one error type; [`mem`]: allocation, row copies, byte views;
+//!   [`rng`]: the buffer's own generator; [`checksum`]: CRC-32C of saved files;
+//! - [`dtype`]: element types, borrowed input arrays, casts;
+//! - [`schema`]: columns, row record layout, reserved names, the `"obs.<key>"` convention,
+//!   one call's inputs ([`Steps`]) and their lookup by name, column views, the batch layout;
+//! - [`validate`]: the checks of arguments, of one call's inputs against the schema and of
+//!   caller-supplied output arrays;
+//! - [`sumtree`] and [`per`]: prioritized replay state, priority updates, weights;
+//! - [`storage`]: episode-contiguous ring storage, `add`/`extend` writes;
+//! - [`episodes`]: O(1) episode queries; [`sampling`]: draws, n-step windows, gathers;
+//! - [`her`]: hindsight goal selection and relabeling;
+//! - [`replay`]: [`ReplayCore`], which composes all of the above; [`state`]: its export and
+//!   import for save/load;
+//! - [`gae`]: GAE and n-step returns on raw arrays (independent of the buffer).
 //!
 //! Semantics are specified in DESIGN.md ("Returns, relabeling, priorities — exact semantics").
 
@@ -16,21 +23,26 @@ pub mod dtype;
 pub mod episodes;
 pub mod error;
 pub mod gae;
+pub mod her;
+pub mod mem;
 pub mod per;
+pub mod replay;
 pub mod rng;
 pub mod sampling;
+pub mod schema;
 pub mod state;
 pub mod storage;
 pub mod sumtree;
 pub mod validate;
 
-pub use dtype::DType;
+pub use dtype::{Array, DType};
 pub use error::{CoreError, Result};
-pub use gae::{compute_gae, compute_nstep_returns};
-pub use per::MAX_PRIORITY;
-pub use sampling::{BatchOut, Plan, RewardFn};
+pub use gae::{compute_gae, compute_nstep_returns, GaeInputs, NstepInputs};
+pub use her::{GoalStrategy, Goals, HerConfig, RewardFn};
+pub use per::{PerState, MAX_PRIORITY};
+pub use replay::ReplayCore;
+pub use sampling::{BatchOut, Plan};
+pub use schema::{BatchField, ColumnSpec, ColumnView, Field, Obs, Steps, RESERVED_NAMES};
 pub use state::{PartLayout, StatePart};
-pub use storage::{
-    AddOutcome, Array, ColumnSpec, EpisodeDone, GoalStrategy, HerConfig, ReplayCore, Steps,
-    RESERVED_NAMES,
-};
+pub use storage::{AddOutcome, EpisodeDone};
+pub use validate::OutArray;

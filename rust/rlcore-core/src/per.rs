@@ -1,7 +1,11 @@
-//! Priority updates for prioritized replay (Schaul et al. 2016, sec. 3.3).
+//! Prioritized replay state (Schaul et al. 2016, "Prioritized Experience Replay"): the sum tree
+//! of row priorities, the priority new transitions get, which transition each row index was last
+//! handed out for, the checks of α, β, ε and of priority updates, and the importance-sampling
+//! weights. It knows rows only by index; the storage tells it which transition a row holds.
 
 use crate::error::{CoreError, Result};
-use crate::storage::{ReplayCore, F_TRANSITION};
+use crate::mem::alloc;
+use crate::sumtree::SumTree;
 
 /// The largest priority `(p + eps)^alpha` a row can hold. A buffer has fewer than 2^64 rows, so
 /// the total priority mass stays below 2^64 * 1e280 ≈ 1.8e299, finite in float64 with room to
@@ -11,32 +15,111 @@ use crate::storage::{ReplayCore, F_TRANSITION};
 /// silently reshaping the sampling distribution (NaN and inf are refused for the same reason).
 pub const MAX_PRIORITY: f64 = 1e280;
 
-impl ReplayCore {
-    /// Set `(p + eps)^alpha` as the priority of the transition each index names.
+/// Prioritized replay state.
+#[derive(Debug, Clone)]
+pub struct PerState {
+    pub(crate) tree: SumTree,
+    pub alpha: f64,
+    pub beta: f64,
+    pub eps: f64,
+    /// Largest `(p + eps)^alpha` set so far; new transitions get it.
+    pub(crate) max_p: f64,
+    /// Per row: absolute index of the transition it held when its row index was last handed
+    /// out (`u64::MAX`: never). `add`/`extend` hand out the row of every transition they write,
+    /// `sample` the rows it draws; `update_priorities` lands only where the row still holds
+    /// that transition. Since every transition is handed out by the add that writes it, a
+    /// transition row's record names the transition it holds, and `sample` (which only hands
+    /// out transition rows) has nothing to write.
+    pub(crate) handed_out: Box<[u64]>,
+}
+
+/// Check the parameters of prioritized replay.
+///
+/// Errors: `InvalidValue` for `alpha` or `beta` negative or not finite, `eps <= 0` or not
+/// finite, or a smallest priority `eps^alpha` outside `(0, MAX_PRIORITY]`.
+pub fn check_params(alpha: f64, beta: f64, eps: f64) -> Result<()> {
+    if !(alpha.is_finite() && alpha >= 0.0) {
+        return Err(CoreError::value(format!("alpha must be >= 0, got {alpha}")));
+    }
+    check_beta(beta)?;
+    if !(eps.is_finite() && eps > 0.0) {
+        return Err(CoreError::value(format!("eps must be > 0, got {eps}")));
+    }
+    let floor = eps.powf(alpha);
+    if !(floor > 0.0 && floor <= MAX_PRIORITY) {
+        return Err(CoreError::value(format!(
+            "eps^alpha = {eps}^{alpha} = {floor:e} is the smallest priority and must lie in \
+             (0, {MAX_PRIORITY:e}]; use a larger eps or a smaller alpha"
+        )));
+    }
+    Ok(())
+}
+
+/// Errors: `InvalidValue` for a negative or non-finite β.
+pub fn check_beta(beta: f64) -> Result<()> {
+    if beta.is_finite() && beta >= 0.0 {
+        Ok(())
+    } else {
+        Err(CoreError::value(format!(
+            "beta must be a finite number >= 0, got {beta}"
+        )))
+    }
+}
+
+impl PerState {
+    /// State for `rows` rows, all priority 0, with parameters checked by [`check_params`].
+    pub(crate) fn new(rows: usize, alpha: f64, beta: f64, eps: f64) -> Result<Self> {
+        Ok(PerState {
+            tree: SumTree::try_new(rows)?,
+            alpha,
+            beta,
+            eps,
+            max_p: 1.0,
+            handed_out: alloc(rows, u64::MAX)?,
+        })
+    }
+
+    pub(crate) fn set_beta(&mut self, beta: f64) -> Result<()> {
+        check_beta(beta)?;
+        self.beta = beta;
+        Ok(())
+    }
+
+    /// Row `p` no longer holds a transition (overwritten by the ring).
+    #[inline]
+    pub(crate) fn on_drop(&mut self, p: usize) {
+        self.tree.set(p, 0.0);
+    }
+
+    /// Row `p` now holds transition `abs`: it gets the running maximum priority, and the add
+    /// hands row `p` out for it.
+    #[inline]
+    pub(crate) fn on_write(&mut self, p: usize, abs: u64) {
+        self.tree.set(p, self.max_p);
+        self.handed_out[p] = abs;
+    }
+
+    /// Forget every priority and hand-out (in place).
+    pub(crate) fn reset(&mut self) {
+        self.tree.reset();
+        self.max_p = 1.0;
+        self.handed_out.fill(u64::MAX);
+    }
+
+    /// Set `(p + eps)^alpha` for each index whose row still holds the transition it was last
+    /// handed out for; `transition_abs(r)` is the transition row `r` holds now (`None`: none).
+    /// Returns how many indices were skipped. Validates everything before writing.
     ///
-    /// Which transition an index names: a row index is handed out by `add`/`extend` (the row of
-    /// each transition written) and by `sample` (the rows drawn). With bare row indices the most
-    /// recent hand-out of a row defines the transition its index means, and an update lands if
-    /// and only if the row still holds that transition. Rows that hold no transition now (a
-    /// terminal row, the open row of a running episode, a row never written or cleared) are
-    /// skipped, as are rows whose transition is not the one last handed out; the number skipped
-    /// is returned. An index handed out by `sample` before its row was overwritten is thus
-    /// skipped while the row holds no transition, and lands on the newer transition once an
-    /// `add` has handed the row out for it (Ape-X actors set initial priorities from `add`'s
-    /// indices; a learner whose sampled rows may have been overwritten meanwhile cannot tell
-    /// the two apart with row indices alone).
-    ///
-    /// All inputs are validated before any write, for skipped rows too, and any failure fails
-    /// the whole call: `Shape` for a length mismatch, `InvalidValue` for an index out of
-    /// `[0, rows)`, a negative, NaN or infinite priority, or one whose `(p + eps)^alpha`
-    /// exceeds [`MAX_PRIORITY`]; `Usage` on a buffer without prioritized replay.
-    pub fn update_priorities(&mut self, idx: &[i64], prio: &[f64]) -> Result<usize> {
-        let rows = self.rows;
-        let Some(per) = self.per.as_ref() else {
-            return Err(CoreError::usage(
-                "update_priorities needs a prioritized buffer",
-            ));
-        };
+    /// Errors: `Shape` for a length mismatch, `InvalidValue` for an index outside `[0, rows)`, a
+    /// negative, NaN or infinite priority, or one whose `(p + eps)^alpha` exceeds
+    /// [`MAX_PRIORITY`].
+    pub(crate) fn update(
+        &mut self,
+        idx: &[i64],
+        prio: &[f64],
+        rows: usize,
+        transition_abs: impl Fn(usize) -> Option<u64>,
+    ) -> Result<usize> {
         if idx.len() != prio.len() {
             return Err(CoreError::shape(format!(
                 "update_priorities: {} indices but {} priorities; pass one priority per index",
@@ -44,7 +127,7 @@ impl ReplayCore {
                 prio.len()
             )));
         }
-        let (alpha, eps) = (per.alpha, per.eps);
+        let (alpha, eps) = (self.alpha, self.eps);
         let mut updates = Vec::with_capacity(idx.len());
         for (k, (&i, &p)) in idx.iter().zip(prio.iter()).enumerate() {
             if i < 0 || i as usize >= rows {
@@ -57,7 +140,7 @@ impl ReplayCore {
                     "update_priorities: priority {p} (position {k}) must be finite and >= 0"
                 )));
             }
-            // eps^alpha lies in (0, MAX_PRIORITY] (checked by enable_per), so v > 0
+            // eps^alpha lies in (0, MAX_PRIORITY] (checked by check_params), so v > 0
             let v = (p + eps).powf(alpha);
             if !(v > 0.0 && v <= MAX_PRIORITY) {
                 return Err(CoreError::value(format!(
@@ -69,54 +152,133 @@ impl ReplayCore {
             updates.push((i as usize, v));
         }
         let mut skipped = 0;
-        let mut max_p = per.max_p;
-        updates.retain(|&(r, v)| {
-            // a never-written row has no abs (and no record), so its flag is never read
-            let holds = self.abs_of(r).map(|(_, a)| a) == Some(per.handed_out[r])
-                && self.flag(r) & F_TRANSITION != 0;
-            if holds {
-                max_p = max_p.max(v);
+        for (r, v) in updates {
+            if transition_abs(r) == Some(self.handed_out[r]) {
+                self.max_p = self.max_p.max(v);
+                self.tree.set(r, v);
             } else {
                 skipped += 1;
             }
-            holds
-        });
-        if let Some(per) = self.per.as_mut() {
-            for (r, v) in updates {
-                per.tree.set(r, v);
-            }
-            per.max_p = max_p;
         }
         Ok(skipped)
     }
 
-    /// `(total priority mass, smallest positive priority, priority given to new transitions)`
-    /// in O(1), or `None` for a buffer without prioritized replay. A sharded buffer samples each
-    /// shard in proportion to its mass and rescales weights with the global minimum.
-    pub fn priority_stats(&self) -> Option<(f64, f64, f64)> {
-        self.per
-            .as_ref()
-            .map(|p| (p.tree.total(), p.tree.min_positive(), p.max_p))
+    /// `(total priority mass, smallest positive priority, priority given to new transitions)`.
+    pub fn stats(&self) -> (f64, f64, f64) {
+        (self.tree.total(), self.tree.min_positive(), self.max_p)
     }
 
-    /// Current priorities `(p + eps)^alpha` of the given rows (0 for non-transition rows).
-    pub fn priorities(&self, idx: &[i64]) -> Result<Vec<f64>> {
-        let Some(per) = self.per.as_ref() else {
-            return Err(CoreError::usage(
-                "priorities are only defined for prioritized buffers",
-            ));
-        };
+    /// Current priorities of rows `idx` (0 for non-transition rows).
+    ///
+    /// Errors: `InvalidValue` for an index outside `[0, rows)`.
+    pub(crate) fn priorities(&self, idx: &[i64], rows: usize) -> Result<Vec<f64>> {
         idx.iter()
             .map(|&i| {
-                if i < 0 || i as usize >= self.rows {
+                if i < 0 || i as usize >= rows {
                     Err(CoreError::value(format!(
-                        "index {i} is out of range [0, {})",
-                        self.rows
+                        "index {i} is out of range [0, {rows})"
                     )))
                 } else {
-                    Ok(per.tree.get(i as usize))
+                    Ok(self.tree.get(i as usize))
                 }
             })
             .collect()
+    }
+
+    /// The importance-sampling weight of each drawn row into `out`.
+    pub(crate) fn weights(&self, rows: impl Iterator<Item = usize>, out: &mut [f32]) {
+        let pmin = self.tree.min_positive();
+        for (w, p) in out.iter_mut().zip(rows) {
+            *w = is_weight(self.tree.get(p), pmin, self.beta);
+        }
+    }
+}
+
+/// The importance-sampling weight `(N·P(i))^-β / max_j (N·P(j))^-β = (p_i / p_min)^-β`
+/// (Schaul et al. 2016, sec. 3.4; `N·P(i) = N·p_i / total`, and the maximum over j is at the
+/// smallest priority), for `p_min <= p_i`, both positive and finite. The ratio is taken
+/// directly, never through `p / total` (which underflows for tiny priorities beside a large
+/// total); where the ratio itself overflows (priorities more than ~1e308 apart) the weight is
+/// computed from logarithms. Weights below float32's smallest normal number 2^-126 are returned
+/// as 2^-126, so every weight lies in [2^-126, 1]: positive, finite and never subnormal.
+#[inline]
+fn is_weight(p_i: f64, p_min: f64, beta: f64) -> f32 {
+    let ratio = p_i / p_min;
+    let w = if ratio.is_finite() {
+        ratio.powf(-beta)
+    } else {
+        (beta * (p_min.ln() - p_i.ln())).exp()
+    };
+    (w as f32).clamp(f32::MIN_POSITIVE, 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_stay_in_unit_interval_for_priorities_any_decades_apart() {
+        // ordinary ratios: exactly the textbook formula
+        assert_eq!(is_weight(4.0, 1.0, 0.5), 0.5);
+        assert_eq!(is_weight(3.0, 3.0, 0.7), 1.0);
+        assert_eq!(is_weight(1e30, 1e-30, 0.0), 1.0);
+        // a subnormal minimum beside a huge priority: the ratio overflows float64
+        let p_min = 5e-324;
+        let w = is_weight(1e280, p_min, 0.01);
+        let want = (0.01 * (p_min.ln() - 1e280f64.ln())).exp() as f32;
+        assert!(
+            want > 1e-7 && (w - want).abs() <= 1e-6 * want,
+            "{w} vs {want}"
+        );
+        // a true weight below float32's range is the smallest normal float32, never 0
+        for (p, beta) in [(1e280, 1.0), (1e200, 0.4), (1e40, 1.0), (1e280, 1e18)] {
+            let w = is_weight(p, p_min, beta);
+            assert_eq!(w, f32::MIN_POSITIVE, "p={p} beta={beta}");
+        }
+    }
+
+    #[test]
+    fn parameters_and_updates_are_checked_before_any_write() {
+        assert!(check_params(0.6, 0.4, 1e-6).is_ok());
+        for (a, b, e) in [
+            (-0.1, 0.4, 1e-6),
+            (f64::NAN, 0.4, 1e-6),
+            (0.6, -1.0, 1e-6),
+            (0.6, f64::INFINITY, 1e-6),
+            (0.6, 0.4, 0.0),
+            (2.0, 0.4, 1e-300),
+        ] {
+            assert!(
+                matches!(check_params(a, b, e), Err(CoreError::InvalidValue(_))),
+                "{a} {b} {e}"
+            );
+        }
+        let mut per = PerState::new(4, 1.0, 0.4, 1e-6).unwrap(); // ok: test
+        let holds = |r: usize| (r < 2).then_some(r as u64);
+        per.on_write(0, 0);
+        per.on_write(1, 1);
+        let before = per.tree.leaves().to_vec();
+        for (idx, prio) in [
+            (vec![0, 4], vec![1.0, 1.0]),
+            (vec![0, -1], vec![1.0, 1.0]),
+            (vec![0, 1], vec![1.0, f64::NAN]),
+            (vec![0, 1], vec![1.0, -2.0]),
+            (vec![0, 1], vec![1.0, 1e281]),
+        ] {
+            let r = per.update(&idx, &prio, 4, holds);
+            assert!(
+                matches!(r, Err(CoreError::InvalidValue(_))),
+                "{idx:?} {prio:?}"
+            );
+            assert_eq!(per.tree.leaves(), &before[..]);
+        }
+        assert!(matches!(
+            per.update(&[0], &[1.0, 2.0], 4, holds),
+            Err(CoreError::Shape(_))
+        ));
+        // rows 2 and 3 hold no transition: skipped
+        assert_eq!(per.update(&[0, 2, 3], &[3.0, 1.0, 1.0], 4, holds), Ok(2));
+        assert_eq!(per.tree.get(0), 3.0 + 1e-6);
+        assert_eq!(per.stats().2, 3.0 + 1e-6);
     }
 }

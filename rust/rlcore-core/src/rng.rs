@@ -88,6 +88,15 @@ impl Rng {
     }
 }
 
+/// A seed for buffers created without one: a fresh randomly keyed hash of the process id
+/// (std's `RandomState` keys come from the operating system's random source).
+pub fn entropy_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::process::id() as u64);
+    h.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +111,12 @@ mod tests {
         let xc: Vec<u64> = (0..16).map(|_| c.next_u64()).collect();
         assert_eq!(xa, xb);
         assert_ne!(xa, xc);
+    }
+
+    #[test]
+    fn entropy_seeds_differ() {
+        let seeds: std::collections::HashSet<u64> = (0..8).map(|_| entropy_seed()).collect();
+        assert_eq!(seeds.len(), 8);
     }
 
     #[test]

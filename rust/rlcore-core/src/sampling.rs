@@ -1,12 +1,13 @@
-//! Drawing rows, n-step windows and the gather into caller-owned output arrays
-//! (DESIGN.md, "Returns, relabeling, priorities").
+//! Drawing rows (uniform and prioritized), n-step windows and the gather into caller-owned
+//! output arrays (DESIGN.md, "Returns, relabeling, priorities"). Relabeling is in `her`, the
+//! order of the steps in `replay`.
 
 use crate::error::{CoreError, Result};
-use crate::gae::check_unit;
-use crate::storage::{copy_row, GoalStrategy, ReplayCore, F_TRANSITION};
-
-/// The largest batch `sample` draws (2^31 − 1 rows; larger ones cannot be allocated usefully).
-pub const MAX_BATCH: usize = (1 << 31) - 1;
+use crate::mem::{cast_mut, copy_row, Plain};
+use crate::per::PerState;
+use crate::rng::Rng;
+use crate::schema::{BatchField, Field, Schema};
+use crate::storage::{Storage, F_TRANSITION};
 
 /// How many samples ahead the gather prefetches rows (software pipelining: enough misses in
 /// flight to hide memory latency, few enough not to overflow the miss buffers).
@@ -28,9 +29,103 @@ pub struct BatchOut<'a> {
     pub weights: Option<&'a mut [f32]>,
 }
 
-/// A vectorised reward function for HER relabeling: `(achieved_goal bytes [M, G], desired_goal
-/// bytes [M, G], M) -> M rewards`. Called once per sample call.
-pub type RewardFn<'f> = dyn FnMut(&[u8], &[u8], usize) -> Result<Vec<f32>> + 'f;
+impl<'a> BatchOut<'a> {
+    /// Assemble the output from one byte slice per batch field, in the order of
+    /// [`crate::ReplayCore::batch_fields`] (each of `B * item_bytes` bytes; the sizes are
+    /// checked by `sample`).
+    ///
+    /// Errors: `Usage` for a slice misaligned for its elements, `Shape` for a missing field.
+    pub fn from_fields<'f>(
+        fields: impl Iterator<Item = (BatchField<'f>, &'a mut [u8])>,
+    ) -> Result<Self> {
+        fn typed<'a, T: Plain>(f: &BatchField<'_>, b: &'a mut [u8]) -> Result<&'a mut [T]> {
+            cast_mut(b).ok_or_else(|| {
+                CoreError::usage(format!(
+                    "out.{}: the array must be aligned to its {}-byte elements",
+                    f.label(),
+                    std::mem::size_of::<T>()
+                ))
+            })
+        }
+        let (mut obs, mut obs_next, mut step) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut rew, mut term, mut trunc, mut disc, mut idx, mut weights) =
+            (None, None, None, None, None, None);
+        for (f, b) in fields {
+            match f.field {
+                Field::Obs => obs.push(b),
+                Field::ObsNext => obs_next.push(b),
+                Field::Act | Field::Extras => step.push(b),
+                Field::Rew => rew = Some(typed(&f, b)?),
+                Field::Terminated => term = Some(b),
+                Field::Truncated => trunc = Some(b),
+                Field::Discount => disc = Some(typed(&f, b)?),
+                Field::Indices => idx = Some(typed(&f, b)?),
+                Field::Weights => weights = Some(typed(&f, b)?),
+            }
+        }
+        let missing = |what: &str| CoreError::shape(format!("out: no array for field '{what}'"));
+        Ok(BatchOut {
+            obs,
+            obs_next,
+            step,
+            rew: rew.ok_or_else(|| missing("rew"))?,
+            terminated: term.ok_or_else(|| missing("terminated"))?,
+            truncated: trunc.ok_or_else(|| missing("truncated"))?,
+            discount: disc.ok_or_else(|| missing("discount"))?,
+            indices: idx.ok_or_else(|| missing("indices"))?,
+            weights,
+        })
+    }
+
+    /// Check that every array has the size a batch of `b` samples of `schema` needs.
+    ///
+    /// Errors: `Shape` for a wrong number of arrays, a wrong size, or missing weights of a
+    /// prioritized buffer.
+    pub(crate) fn check(&self, schema: &Schema, b: usize, prioritized: bool) -> Result<()> {
+        let bad = |what: &str, got: usize, want: usize| -> Result<()> {
+            if got == want {
+                Ok(())
+            } else {
+                Err(CoreError::shape(format!(
+                    "out.{what}: expected {want} bytes/elements for batch_size={b}, got {got}"
+                )))
+            }
+        };
+        if self.obs.len() != schema.obs.len() || self.obs_next.len() != schema.obs.len() {
+            return Err(CoreError::shape("out: wrong number of observation arrays"));
+        }
+        if self.step.len() != schema.step.len() {
+            return Err(CoreError::shape("out: wrong number of act/extra arrays"));
+        }
+        for (c, (o, on)) in schema
+            .obs
+            .iter()
+            .zip(self.obs.iter().zip(self.obs_next.iter()))
+        {
+            bad("obs", o.len(), b * c.item_bytes)?;
+            bad("obs_next", on.len(), b * c.item_bytes)?;
+        }
+        for (c, s) in schema.step.iter().zip(self.step.iter()) {
+            bad(&c.spec.name, s.len(), b * c.item_bytes)?;
+        }
+        bad("rew", self.rew.len(), b)?;
+        bad("terminated", self.terminated.len(), b)?;
+        bad("truncated", self.truncated.len(), b)?;
+        bad("discount", self.discount.len(), b)?;
+        bad("indices", self.indices.len(), b)?;
+        if prioritized {
+            match &self.weights {
+                Some(w) => bad("weights", w.len(), b)?,
+                None => {
+                    return Err(CoreError::shape(
+                        "out.weights is required for prioritized buffers",
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Where one sample reads from.
 #[derive(Debug, Clone, Copy, Default)]
@@ -51,127 +146,43 @@ pub struct Plan {
     pub goal_row: usize,
 }
 
-impl ReplayCore {
-    /// Absolute index of physical row `p`, or `None` if it was never written.
-    #[inline]
-    pub(crate) fn abs_of(&self, p: usize) -> Option<(usize, u64)> {
-        let e = self.env_of(p);
-        let local = (p - e * self.seg) as u64;
-        let h = self.envs[e].head;
-        if h == 0 {
-            return None;
-        }
-        let seg = self.seg as u64;
-        let newest = h - 1;
-        let diff = (newest % seg + seg - local) % seg;
-        let alive = h.min(seg);
-        if diff >= alive {
-            return None;
-        }
-        Some((e, newest - diff))
-    }
+/// Scratch memory of the sampler, kept across calls so that a sample allocates nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    pub plans: Vec<Plan>,
+    us: Vec<f64>,
+    rows: Vec<usize>,
+}
 
-    /// Oldest alive absolute row of env `e`.
-    #[inline]
-    pub(crate) fn alive_lo(&self, e: usize) -> u64 {
-        self.envs[e].head.saturating_sub(self.seg as u64)
+impl Scratch {
+    /// The first `b` plans (grown if needed).
+    pub(crate) fn plans(&mut self, b: usize) -> &mut [Plan] {
+        if self.plans.len() < b {
+            self.plans.resize(b, Plan::default());
+        }
+        &mut self.plans[..b]
     }
+}
 
-    /// (first surviving row, terminal or open row) of the episode holding alive row `abs`.
-    #[inline]
-    pub(crate) fn bounds_abs(&self, e: usize, abs: u64) -> (u64, u64) {
-        let p = self.phys(e, abs);
-        let ep = self.ep_id(p);
-        let rec = self.rec(e, ep);
-        let start = self.ep_start[rec].max(self.alive_lo(e));
-        let end = match self.ep_end[rec] {
-            crate::storage::OPEN => self.envs[e].head - 1,
-            x => x,
-        };
-        (start, end)
+/// Stratified prioritized draw: one sample from each of B equal slices of the priority mass
+/// (Schaul et al. 2016, appendix B.2.1), into `plans[i].p`.
+pub(crate) fn draw_prioritized(per: &PerState, rng: &mut Rng, scratch: &mut Scratch, b: usize) {
+    let total = per.tree.total();
+    let seg_mass = total / b as f64;
+    let (us, rows) = (&mut scratch.us, &mut scratch.rows);
+    us.clear();
+    rows.clear();
+    for i in 0..b {
+        us.push(((i as f64 + rng.uniform()) * seg_mass).min(total));
     }
-
-    /// The checks [`ReplayCore::sample`] makes of its scalar arguments and the buffer's state,
-    /// for a front end to make before it allocates the output arrays.
-    ///
-    /// Errors: `InvalidValue` for `batch_size` outside `[1, MAX_BATCH]`, `n_step < 1` or `gamma`
-    /// outside `[0, 1]`; `Empty` when no transition is stored.
-    pub fn check_sample_args(&self, b: usize, n_step: usize, gamma: f64) -> Result<()> {
-        if !(1..=MAX_BATCH).contains(&b) {
-            return Err(CoreError::value(format!(
-                "batch_size must be in [1, {MAX_BATCH}], got {b}"
-            )));
-        }
-        if n_step < 1 {
-            return Err(CoreError::value(format!(
-                "n_step must be >= 1, got {n_step}"
-            )));
-        }
-        check_unit("gamma", gamma)?;
-        if self.is_empty() {
-            return Err(CoreError::empty(
-                "cannot sample: the buffer holds no transition yet; add some steps first",
-            ));
-        }
-        Ok(())
+    rows.resize(b, 0);
+    per.tree.find_batch(us, rows);
+    for (pl, &p) in scratch.plans.iter_mut().zip(rows.iter()) {
+        pl.p = p;
     }
+}
 
-    fn check_out(&self, b: usize, out: &BatchOut<'_>) -> Result<()> {
-        let bad = |what: &str, got: usize, want: usize| -> Result<()> {
-            if got == want {
-                Ok(())
-            } else {
-                Err(CoreError::shape(format!(
-                    "out.{what}: expected {want} bytes/elements for batch_size={b}, got {got}"
-                )))
-            }
-        };
-        if out.obs.len() != self.obs_cols.len() || out.obs_next.len() != self.obs_cols.len() {
-            return Err(CoreError::shape("out: wrong number of observation arrays"));
-        }
-        if out.step.len() != self.step_cols.len() {
-            return Err(CoreError::shape("out: wrong number of act/extra arrays"));
-        }
-        for (c, (o, on)) in self
-            .obs_cols
-            .iter()
-            .zip(out.obs.iter().zip(out.obs_next.iter()))
-        {
-            bad("obs", o.len(), b * c.item_bytes)?;
-            bad("obs_next", on.len(), b * c.item_bytes)?;
-        }
-        for (c, s) in self.step_cols.iter().zip(out.step.iter()) {
-            bad(&c.spec.name, s.len(), b * c.item_bytes)?;
-        }
-        bad("rew", out.rew.len(), b)?;
-        bad("terminated", out.terminated.len(), b)?;
-        bad("truncated", out.truncated.len(), b)?;
-        bad("discount", out.discount.len(), b)?;
-        bad("indices", out.indices.len(), b)?;
-        if self.per.is_some() {
-            match &out.weights {
-                Some(w) => bad("weights", w.len(), b)?,
-                None => {
-                    return Err(CoreError::shape(
-                        "out.weights is required for prioritized buffers",
-                    ))
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Next physical row in the same env segment (ring order).
-    #[inline]
-    pub(crate) fn next_row(&self, p: usize) -> usize {
-        let end = (self.env_of(p) + 1) * self.seg;
-        if p + 1 == end {
-            p + 1 - self.seg
-        } else {
-            p + 1
-        }
-    }
-
+impl Storage {
     /// Hint the CPU to fetch the records of rows p and p + 1 (at most four cache lines).
     #[inline]
     fn prefetch(&self, p: usize) {
@@ -184,8 +195,10 @@ impl ReplayCore {
         #[cfg(target_arch = "x86_64")]
         {
             let bytes = self.bytes();
-            let start = p * self.rec;
-            let stop = ((p + rows) * self.rec).min(bytes.len()).min(start + cap);
+            let start = p * self.schema.rec;
+            let stop = ((p + rows) * self.schema.rec)
+                .min(bytes.len())
+                .min(start + cap);
             let mut o = start;
             while o < stop {
                 // SAFETY: prefetch is a hint and never faults; the address is inside `bytes`.
@@ -202,10 +215,19 @@ impl ReplayCore {
         let _ = (p, rows, cap);
     }
 
+    /// (whether every segment is full, number of alive rows): the candidate draw's range.
+    #[inline]
+    fn alive_rows(&self) -> (bool, u64) {
+        let seg = self.seg as u64;
+        let all_full = self.envs.iter().all(|s| s.head >= seg);
+        let total: u64 = self.envs.iter().map(|s| s.head.min(seg)).sum();
+        (all_full, total)
+    }
+
     /// A uniformly drawn alive row (not necessarily a transition).
     #[inline]
-    fn candidate(&mut self, all_full: bool, total: u64) -> usize {
-        let r = self.rng.below(total);
+    fn candidate(&self, rng: &mut Rng, all_full: bool, total: u64) -> usize {
+        let r = rng.below(total);
         if all_full {
             return r as usize;
         }
@@ -223,54 +245,29 @@ impl ReplayCore {
         self.phys(e, self.alive_lo(e) + r)
     }
 
-    /// Draw B rows uniformly among alive transitions: uniform alive rows, rejecting the
-    /// non-transition ones (at least about half of all alive rows are transitions, so this
-    /// takes < 2 draws per sample on average). All first candidates are prefetched before any
-    /// is read, so the cache misses of a batch overlap.
-    fn draw_uniform(&mut self, b: usize) {
-        let seg = self.seg as u64;
-        let all_full = self.envs.iter().all(|s| s.head >= seg);
-        let total: u64 = self.envs.iter().map(|s| s.head.min(seg)).sum();
-        for i in 0..b {
-            self.plan[i].p = self.candidate(all_full, total);
+    /// Draw B rows uniformly among alive transitions into `plans[i].p`: uniform alive rows,
+    /// rejecting the non-transition ones (at least about half of all alive rows are
+    /// transitions, so this takes < 2 draws per sample on average). All first candidates are
+    /// prefetched before any is read, so the cache misses of a batch overlap.
+    pub(crate) fn draw_uniform(&self, rng: &mut Rng, plans: &mut [Plan]) {
+        let b = plans.len();
+        let (all_full, total) = self.alive_rows();
+        for pl in plans.iter_mut() {
+            pl.p = self.candidate(rng, all_full, total);
         }
-        for i in 0..b.min(PREFETCH_AHEAD) {
-            self.prefetch(self.plan[i].p);
+        for pl in plans.iter().take(PREFETCH_AHEAD) {
+            self.prefetch(pl.p);
         }
         for i in 0..b {
             if i + PREFETCH_AHEAD < b {
-                self.prefetch(self.plan[i + PREFETCH_AHEAD].p);
+                self.prefetch(plans[i + PREFETCH_AHEAD].p);
             }
-            let mut p = self.plan[i].p;
+            let mut p = plans[i].p;
             while self.flag(p) & F_TRANSITION == 0 {
-                p = self.candidate(all_full, total);
+                p = self.candidate(rng, all_full, total);
             }
-            self.plan[i].p = p;
+            plans[i].p = p;
         }
-    }
-
-    /// Stratified prioritized draw: one sample from each of B equal slices of the priority mass
-    /// (Schaul et al. 2016, appendix B.2.1).
-    fn draw_prioritized(&mut self, b: usize) {
-        let Some(per) = self.per.as_ref() else { return };
-        let total = per.tree.total();
-        let seg_mass = total / b as f64;
-        let mut us = std::mem::take(&mut self.scratch_f64);
-        let mut rows = std::mem::take(&mut self.scratch_rows);
-        us.clear();
-        rows.clear();
-        for i in 0..b {
-            us.push(((i as f64 + self.rng.uniform()) * seg_mass).min(total));
-        }
-        rows.resize(b, 0);
-        if let Some(per) = self.per.as_ref() {
-            per.tree.find_batch(&mut us, &mut rows);
-        }
-        for (pl, &p) in self.plan.iter_mut().zip(rows.iter()) {
-            pl.p = p;
-        }
-        self.scratch_f64 = us;
-        self.scratch_rows = rows;
     }
 
     /// Fill each plan's window from its row p: m = min(n, first k >= 1 whose row t + k is not a
@@ -278,9 +275,14 @@ impl ReplayCore {
     /// in the same episode: another transition, the terminal row, or the open row of a running
     /// episode. So the window stops exactly at the episode end or the newest stored step,
     /// reading only adjacent records. HER also needs the episode bounds.
-    fn plan_windows(&mut self, b: usize, n_step: usize, need_bounds: bool) -> Result<()> {
-        for i in 0..b {
-            let p = self.plan[i].p;
+    pub(crate) fn plan_windows(
+        &self,
+        plans: &mut [Plan],
+        n_step: usize,
+        need_bounds: bool,
+    ) -> Result<()> {
+        for pl in plans.iter_mut() {
+            let p = pl.p;
             let mut last = p;
             let mut q = self.next_row(p);
             let mut m = 1u64;
@@ -289,9 +291,7 @@ impl ReplayCore {
                 q = self.next_row(q);
                 m += 1;
             }
-            let env = self.env_of(p);
-            let pl = &mut self.plan[i];
-            pl.env = env;
+            pl.env = self.env_of(p);
             pl.m = m;
             pl.q = q;
             pl.last = last;
@@ -299,7 +299,6 @@ impl ReplayCore {
             if need_bounds {
                 let (e, t) = self.abs_of(p).ok_or_else(internal_row_error)?;
                 let (start, end) = self.bounds_abs(e, t);
-                let pl = &mut self.plan[i];
                 pl.t = t;
                 pl.start = start;
                 pl.end = end;
@@ -308,108 +307,36 @@ impl ReplayCore {
         Ok(())
     }
 
-    /// Sample `b` transitions into `out` (see `BatchOut`). For HER buffers with a user reward,
-    /// `reward_fn` is called once with every relabeled (achieved, desired) pair.
-    ///
-    /// Errors: `InvalidValue` (batch_size, n_step, gamma), `Empty`, `Shape` (out arrays),
-    /// `Usage` (HER without a reward), or the reward function's error. On error the buffer,
-    /// its RNG included, is unchanged.
-    pub fn sample(
-        &mut self,
-        b: usize,
-        n_step: usize,
-        gamma: f64,
-        out: &mut BatchOut<'_>,
-        reward_fn: Option<&mut RewardFn<'_>>,
-    ) -> Result<()> {
-        self.check_sample_args(b, n_step, gamma)?;
-        self.check_out(b, out)?;
-        // a window of m steps spans m + 1 rows of one segment, so m < seg: any larger n_step
-        // gives the same windows (and the prefetch arithmetic stays small)
-        let n_step = n_step.min(self.seg);
-        if let Some(h) = &self.her {
-            if h.distance_threshold.is_none() && reward_fn.is_none() {
-                return Err(CoreError::usage(
-                    "HER needs a reward: pass compute_reward=... or distance_threshold=...",
-                ));
-            }
-        }
-        let rng_before = self.rng.clone();
-        let res = self.sample_inner(b, n_step, gamma, out, reward_fn);
-        if res.is_err() {
-            self.rng = rng_before;
-        }
-        res
-    }
-
-    fn sample_inner(
-        &mut self,
-        b: usize,
-        n_step: usize,
-        gamma: f64,
-        out: &mut BatchOut<'_>,
-        reward_fn: Option<&mut RewardFn<'_>>,
-    ) -> Result<()> {
-        if self.per.is_none() && self.her.is_none() {
-            self.sample_fused(b, n_step, gamma, out);
-            return Ok(());
-        }
-        if self.plan.len() < b {
-            self.plan.resize(b, Plan::default());
-        }
-        if self.per.is_some() {
-            self.draw_prioritized(b);
-        } else {
-            self.draw_uniform(b);
-        }
-        let her = self.her.is_some();
-        self.plan_windows(b, n_step, her)?;
-        if her {
-            self.plan_goals(b);
-        }
-        self.gather(b, gamma, out);
-        if her {
-            self.relabel(b, gamma, out, reward_fn)?;
-        }
-        // sampling hands out the drawn rows, whose record already names the transition they
-        // hold (set when the add that wrote it handed it out): nothing to write
-        if let (Some(per), Some(w)) = (self.per.as_ref(), out.weights.as_deref_mut()) {
-            let pmin = per.tree.min_positive();
-            for (wi, pl) in w.iter_mut().zip(&self.plan[..b]) {
-                debug_assert_eq!(
-                    self.abs_of(pl.p).map(|(_, a)| a),
-                    Some(per.handed_out[pl.p])
-                );
-                *wi = is_weight(per.tree.get(pl.p), pmin, per.beta);
-            }
-        }
-        Ok(())
-    }
-
     /// The common case (uniform, no priorities, no relabeling) in one pass: draw, check, walk
     /// the n-step window (as `plan_windows`), gather, with the records of the next
     /// `PREFETCH_AHEAD` candidates and their windows already in flight.
-    fn sample_fused(&mut self, b: usize, n_step: usize, gamma: f64, out: &mut BatchOut<'_>) {
-        let seg = self.seg as u64;
-        let all_full = self.envs.iter().all(|s| s.head >= seg);
-        let total: u64 = self.envs.iter().map(|s| s.head.min(seg)).sum();
+    pub(crate) fn sample_fused(
+        &self,
+        rng: &mut Rng,
+        b: usize,
+        n_step: usize,
+        gamma: f64,
+        out: &mut BatchOut<'_>,
+    ) {
+        let (all_full, total) = self.alive_rows();
+        let sc = &self.schema;
         // a window reads rows t .. t + n (its next observation included)
-        let (ahead_rows, ahead_bytes) = (n_step + 1, 64 * (2 + (n_step + 1) * self.rec / 64));
+        let (ahead_rows, ahead_bytes) = (n_step + 1, 64 * (2 + (n_step + 1) * sc.rec / 64));
         let mut ring = [0usize; PREFETCH_AHEAD];
         for slot in ring.iter_mut().take(b.min(PREFETCH_AHEAD)) {
-            *slot = self.candidate(all_full, total);
+            *slot = self.candidate(rng, all_full, total);
             self.prefetch_rows(*slot, ahead_rows, ahead_bytes);
         }
         for i in 0..b {
             let slot = i % PREFETCH_AHEAD;
             let mut p = ring[slot];
             if i + PREFETCH_AHEAD < b {
-                let c = self.candidate(all_full, total);
+                let c = self.candidate(rng, all_full, total);
                 self.prefetch_rows(c, ahead_rows, ahead_bytes);
                 ring[slot] = c;
             }
             while self.flag(p) & F_TRANSITION == 0 {
-                p = self.candidate(all_full, total);
+                p = self.candidate(rng, all_full, total);
             }
             // the window: m = min(n, first k >= 1 whose row t + k is not a transition)
             let mut last = p;
@@ -424,12 +351,12 @@ impl ReplayCore {
                 q = self.next_row(q);
                 m += 1;
             }
-            for (k, c) in self.obs_cols.iter().enumerate() {
+            for (k, c) in sc.obs.iter().enumerate() {
                 let ib = c.item_bytes;
                 copy_row(&mut out.obs[k][i * ib..(i + 1) * ib], self.cell(c, p));
                 copy_row(&mut out.obs_next[k][i * ib..(i + 1) * ib], self.cell(c, q));
             }
-            for (k, c) in self.step_cols.iter().enumerate() {
+            for (k, c) in sc.step.iter().enumerate() {
                 let ib = c.item_bytes;
                 copy_row(&mut out.step[k][i * ib..(i + 1) * ib], self.cell(c, p));
             }
@@ -442,16 +369,18 @@ impl ReplayCore {
         }
     }
 
-    fn gather(&self, b: usize, gamma: f64, out: &mut BatchOut<'_>) {
-        let plan = &self.plan[..b];
-        for pl in plan.iter().take(PREFETCH_AHEAD) {
+    /// Gather the planned samples: observations of rows t and t + m, step columns of row t, the
+    /// n-step return, flags and discount of the window.
+    pub(crate) fn gather(&self, plans: &[Plan], gamma: f64, out: &mut BatchOut<'_>) {
+        let sc = &self.schema;
+        for pl in plans.iter().take(PREFETCH_AHEAD) {
             self.prefetch(pl.p);
         }
-        for (i, pl) in plan.iter().enumerate() {
-            if let Some(ahead) = plan.get(i + PREFETCH_AHEAD) {
+        for (i, pl) in plans.iter().enumerate() {
+            if let Some(ahead) = plans.get(i + PREFETCH_AHEAD) {
                 self.prefetch(ahead.p);
             }
-            for (k, c) in self.obs_cols.iter().enumerate() {
+            for (k, c) in sc.obs.iter().enumerate() {
                 let ib = c.item_bytes;
                 copy_row(&mut out.obs[k][i * ib..(i + 1) * ib], self.cell(c, pl.p));
                 copy_row(
@@ -459,7 +388,7 @@ impl ReplayCore {
                     self.cell(c, pl.q),
                 );
             }
-            for (k, c) in self.step_cols.iter().enumerate() {
+            for (k, c) in sc.step.iter().enumerate() {
                 let ib = c.item_bytes;
                 copy_row(&mut out.step[k][i * ib..(i + 1) * ib], self.cell(c, pl.p));
             }
@@ -484,148 +413,6 @@ impl ReplayCore {
             out.indices[i] = pl.p as i64;
         }
     }
-
-    /// Decide, per sample independently, whether and to which step's achieved goal to relabel.
-    fn plan_goals(&mut self, b: usize) {
-        let Some(cfg) = self.her.as_ref() else { return };
-        let prob = cfg.future_k / (cfg.future_k + 1.0);
-        let strategy = cfg.strategy;
-        for i in 0..b {
-            if self.rng.uniform() >= prob {
-                continue;
-            }
-            let pl = self.plan[i];
-            let tp = match strategy {
-                GoalStrategy::Future => pl.t + self.rng.below(pl.end - pl.t),
-                GoalStrategy::Final => pl.end - 1,
-                GoalStrategy::Episode => pl.start + self.rng.below(pl.end - pl.start),
-            };
-            self.plan[i].goal_row = self.phys(pl.env, tp + 1);
-        }
-    }
-
-    /// Replace desired goals of relabeled samples and recompute their (n-step) rewards.
-    fn relabel(
-        &self,
-        b: usize,
-        gamma: f64,
-        out: &mut BatchOut<'_>,
-        reward_fn: Option<&mut RewardFn<'_>>,
-    ) -> Result<()> {
-        let (Some(cfg), Some((ag, dg))) = (self.her.as_ref(), self.her_cols) else {
-            return Ok(());
-        };
-        let plan = &self.plan[..b];
-        let ag_col = &self.obs_cols[ag];
-        let gb = ag_col.item_bytes;
-        for (i, pl) in plan.iter().enumerate() {
-            if pl.goal_row != usize::MAX {
-                let g = self.cell(ag_col, pl.goal_row);
-                out.obs[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
-                out.obs_next[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
-            }
-        }
-        let window_rows = |pl: &Plan| {
-            let first = self.next_row(pl.p);
-            (0..pl.m).scan(first, move |r, _| {
-                let cur = *r;
-                *r = self.next_row(cur);
-                Some(cur)
-            })
-        };
-        match cfg.distance_threshold {
-            Some(eps) => {
-                let dt = ag_col.spec.dtype;
-                for (i, pl) in plan.iter().enumerate() {
-                    if pl.goal_row == usize::MAX {
-                        continue;
-                    }
-                    let g = self.cell(ag_col, pl.goal_row);
-                    let mut acc = 0.0f64;
-                    let mut disc = 1.0f64;
-                    for r in window_rows(pl) {
-                        let d = goal_distance(dt, self.cell(ag_col, r), g);
-                        acc += disc * if d > eps { -1.0 } else { 0.0 };
-                        disc *= gamma;
-                    }
-                    out.rew[i] = acc as f32;
-                }
-            }
-            None => {
-                let Some(f) = reward_fn else {
-                    return Err(CoreError::usage("HER needs a reward function"));
-                };
-                let m_total: usize = plan
-                    .iter()
-                    .filter(|pl| pl.goal_row != usize::MAX)
-                    .map(|pl| pl.m as usize)
-                    .sum();
-                if m_total == 0 {
-                    return Ok(());
-                }
-                let mut ags = Vec::with_capacity(m_total * gb);
-                let mut gs = Vec::with_capacity(m_total * gb);
-                for pl in plan.iter().filter(|pl| pl.goal_row != usize::MAX) {
-                    let g = self.cell(ag_col, pl.goal_row);
-                    for r in window_rows(pl) {
-                        ags.extend_from_slice(self.cell(ag_col, r));
-                        gs.extend_from_slice(g);
-                    }
-                }
-                let rewards = f(&ags, &gs, m_total)?;
-                if rewards.len() != m_total {
-                    return Err(CoreError::shape(format!(
-                        "compute_reward returned {} rewards for {m_total} goal pairs; it must \
-                         return one reward per row, shape [M]",
-                        rewards.len()
-                    )));
-                }
-                if let Some(bad) = rewards.iter().find(|r| !r.is_finite()) {
-                    return Err(CoreError::value(format!(
-                        "compute_reward returned a non-finite reward ({bad})"
-                    )));
-                }
-                let mut k0 = 0usize;
-                for (i, pl) in plan.iter().enumerate() {
-                    if pl.goal_row == usize::MAX {
-                        continue;
-                    }
-                    let mut acc = 0.0f64;
-                    let mut disc = 1.0f64;
-                    for k in 0..pl.m as usize {
-                        acc += disc * rewards[k0 + k] as f64;
-                        disc *= gamma;
-                    }
-                    k0 += pl.m as usize;
-                    out.rew[i] = acc as f32;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The plans of the last sample call (for tests and diagnostics).
-    pub fn last_plan(&self, b: usize) -> &[Plan] {
-        &self.plan[..b.min(self.plan.len())]
-    }
-}
-
-/// The importance-sampling weight `(N·P(i))^-β / max_j (N·P(j))^-β = (p_i / p_min)^-β`
-/// (Schaul et al. 2016, sec. 3.4; `N·P(i) = N·p_i / total`, and the maximum over j is at the
-/// smallest priority), for `p_min <= p_i`, both positive and finite. The ratio is taken
-/// directly, never through `p / total` (which underflows for tiny priorities beside a large
-/// total); where the ratio itself overflows (priorities more than ~1e308 apart) the weight is
-/// computed from logarithms. Weights below float32's smallest normal number 2^-126 are returned
-/// as 2^-126, so every weight lies in [2^-126, 1]: positive, finite and never subnormal.
-#[inline]
-fn is_weight(p_i: f64, p_min: f64, beta: f64) -> f32 {
-    let ratio = p_i / p_min;
-    let w = if ratio.is_finite() {
-        ratio.powf(-beta)
-    } else {
-        (beta * (p_min.ln() - p_i.ln())).exp()
-    };
-    (w as f32).clamp(f32::MIN_POSITIVE, 1.0)
 }
 
 /// Only alive transition rows are ever drawn; reaching this is a bug in the core.
@@ -634,39 +421,40 @@ fn internal_row_error() -> CoreError {
     CoreError::corrupt("rlcore internal error: drew a row that holds no data; please report it")
 }
 
-fn goal_distance(dt: crate::dtype::DType, a: &[u8], b: &[u8]) -> f64 {
-    let s = dt.size();
-    let n = a.len() / s;
-    let mut acc = 0.0f64;
-    for j in 0..n {
-        let d = crate::dtype::read_f64(dt, a, j) - crate::dtype::read_f64(dt, b, j);
-        acc += d * d;
-    }
-    acc.sqrt()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::is_weight;
+    use super::*;
+    use crate::dtype::DType;
+    use crate::schema::ColumnSpec;
 
     #[test]
-    fn weights_stay_in_unit_interval_for_priorities_any_decades_apart() {
-        // ordinary ratios: exactly the textbook formula
-        assert_eq!(is_weight(4.0, 1.0, 0.5), 0.5);
-        assert_eq!(is_weight(3.0, 3.0, 0.7), 1.0);
-        assert_eq!(is_weight(1e30, 1e-30, 0.0), 1.0);
-        // a subnormal minimum beside a huge priority: the ratio overflows float64
-        let p_min = 5e-324;
-        let w = is_weight(1e280, p_min, 0.01);
-        let want = (0.01 * (p_min.ln() - 1e280f64.ln())).exp() as f32;
+    fn batch_out_is_assembled_from_the_layout_and_refuses_misaligned_slices() {
+        let sc = Schema::new(
+            vec![ColumnSpec::new("obs", DType::U8, vec![3])],
+            vec![ColumnSpec::new("act", DType::F32, vec![])],
+        )
+        .unwrap(); // ok: test
+        let b = 2;
+        let sizes: Vec<usize> = sc.batch_fields(true).map(|f| b * f.item_bytes()).collect();
+        let mut words = vec![0u64; 64];
+        let mut assemble = |shift: usize, fields: usize| -> Result<()> {
+            let mut rest = &mut crate::mem::bytes_of_mut(&mut words)[shift..];
+            let mut slices = Vec::new();
+            for &n in &sizes[..fields] {
+                let (s, r) = rest.split_at_mut(n.div_ceil(8) * 8);
+                slices.push(&mut s[..n]);
+                rest = r;
+            }
+            let out = BatchOut::from_fields(sc.batch_fields(true).zip(slices))?;
+            out.check(&sc, b, true)
+        };
+        assert_eq!(assemble(0, sizes.len()), Ok(()));
         assert!(
-            want > 1e-7 && (w - want).abs() <= 1e-6 * want,
-            "{w} vs {want}"
+            matches!(assemble(1, sizes.len()), Err(CoreError::Usage(m)) if m.contains("out.rew"))
         );
-        // a true weight below float32's range is the smallest normal float32, never 0
-        for (p, beta) in [(1e280, 1.0), (1e200, 0.4), (1e40, 1.0), (1e280, 1e18)] {
-            let w = is_weight(p, p_min, beta);
-            assert_eq!(w, f32::MIN_POSITIVE, "p={p} beta={beta}");
-        }
+        assert!(matches!(
+            assemble(0, sizes.len() - 3),
+            Err(CoreError::Shape(_))
+        ));
     }
 }

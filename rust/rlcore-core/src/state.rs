@@ -5,10 +5,13 @@
 
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
+use crate::mem::{bytes_of, bytes_of_mut, Plain};
+use crate::per::MAX_PRIORITY;
+use crate::replay::ReplayCore;
 use crate::rng::Rng;
+use crate::schema::{ColumnSpec, OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC};
 use crate::storage::{
-    segment_len_for, ColumnSpec, ReplayCore, F_CUT, F_EP_START, F_TERMINAL, F_TRANSITION,
-    OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC,
+    segment_len_for, EnvState, F_CUT, F_EP_START, F_TERMINAL, F_TRANSITION, OPEN,
 };
 
 /// One named array of the state. `bytes` is C-contiguous, native byte order.
@@ -20,23 +23,9 @@ pub struct StatePart<'a> {
     pub bytes: std::borrow::Cow<'a, [u8]>,
 }
 
-/// Plain numeric types whose slices can be viewed as bytes.
-trait Plain: Copy {}
-impl Plain for u8 {}
-impl Plain for u64 {}
-impl Plain for f64 {}
-
-fn bytes_of<T: Plain>(x: &[T]) -> &[u8] {
-    // SAFETY: T is a plain numeric type without padding; any byte pattern is a valid u8.
-    unsafe { std::slice::from_raw_parts(x.as_ptr() as *const u8, std::mem::size_of_val(x)) }
-}
-
+/// Copy saved bytes into plain numbers (lengths were validated by the caller).
 fn copy_into<T: Plain>(dst: &mut [T], src: &[u8]) {
-    // SAFETY: lengths were validated by the caller; T accepts any bit pattern (u8/u64/f32/f64).
-    let d = unsafe {
-        std::slice::from_raw_parts_mut(dst.as_mut_ptr() as *mut u8, std::mem::size_of_val(dst))
-    };
-    d.copy_from_slice(src);
+    bytes_of_mut(dst).copy_from_slice(src);
 }
 
 fn read_u64s(b: &[u8]) -> Vec<u64> {
@@ -142,9 +131,9 @@ impl ReplayCore {
         if self.per.is_none() || !self.has_schema() {
             return;
         }
-        for r in 0..self.rows {
-            let now = self.abs_of(r).map(|(_, a)| a);
-            if let (Some(a), true) = (now, self.flag(r) & F_TRANSITION != 0) {
+        for r in 0..self.st.rows {
+            let now = self.st.abs_of(r).map(|(_, a)| a);
+            if let (Some(a), true) = (now, self.st.flag(r) & F_TRANSITION != 0) {
                 if let Some(per) = self.per.as_mut() {
                     per.handed_out[r] = a;
                 }
@@ -154,10 +143,10 @@ impl ReplayCore {
 
     /// The record offset and width of every per-row field, in state-part order.
     fn row_fields(&self) -> Vec<(String, DType, Vec<usize>, usize, usize)> {
-        let rows = self.rows;
+        let rows = self.st.rows;
         let mut out = Vec::new();
         if self.has_schema() {
-            for c in self.obs_cols.iter().chain(self.step_cols.iter()) {
+            for c in self.st.schema.obs.iter().chain(self.st.schema.step.iter()) {
                 let mut shape = vec![rows];
                 shape.extend_from_slice(&c.spec.shape);
                 out.push((
@@ -179,15 +168,17 @@ impl ReplayCore {
     /// fills them (no data is copied).
     pub fn state_layout(&self) -> Vec<PartLayout> {
         let columns: Vec<&ColumnSpec> = if self.has_schema() {
-            self.obs_cols
+            self.st
+                .schema
+                .obs
                 .iter()
-                .chain(self.step_cols.iter())
+                .chain(self.st.schema.step.iter())
                 .map(|c| &c.spec)
                 .collect()
         } else {
             Vec::new()
         };
-        layout(self.rows, self.num_envs, &columns, self.per.is_some())
+        layout(self.st.rows, self.st.num_envs, &columns, self.per.is_some())
     }
 
     /// Write every state part into `dsts` (one per [`ReplayCore::state_layout`] entry, each of
@@ -214,26 +205,33 @@ impl ReplayCore {
                 .zip(row_dsts.iter_mut())
                 .map(|((_, _, _, off, w), d)| (*off, *w, &mut **d))
                 .collect();
-            gather_rows(self.bytes(), self.rec, self.rows, &mut f);
+            gather_rows(self.st.bytes(), self.st.schema.rec, self.st.rows, &mut f);
         } else {
             for d in row_dsts.iter_mut() {
                 d.fill(0);
             }
         }
         use std::borrow::Cow;
-        let u64s = |f: &dyn Fn(&crate::storage::EnvState) -> u64| -> Cow<'_, [u8]> {
-            Cow::Owned(self.envs.iter().flat_map(|s| f(s).to_ne_bytes()).collect())
+        let u64s = |f: &dyn Fn(&EnvState) -> u64| -> Cow<'_, [u8]> {
+            Cow::Owned(
+                self.st
+                    .envs
+                    .iter()
+                    .flat_map(|s| f(s).to_ne_bytes())
+                    .collect(),
+            )
         };
         let mut small: Vec<Cow<'_, [u8]>> = vec![
-            Cow::Borrowed(bytes_of(&self.ep_start)),
-            Cow::Borrowed(bytes_of(&self.ep_end)),
+            Cow::Borrowed(bytes_of(&self.st.ep_start)),
+            Cow::Borrowed(bytes_of(&self.st.ep_end)),
             u64s(&|s| s.head),
             u64s(&|s| s.open as u64),
             u64s(&|s| s.next_ep),
             u64s(&|s| s.ep_len),
             u64s(&|s| s.n_trans),
             Cow::Owned(
-                self.envs
+                self.st
+                    .envs
                     .iter()
                     .flat_map(|s| s.ep_return.to_ne_bytes())
                     .collect(),
@@ -283,8 +281,8 @@ impl ReplayCore {
     /// if loading fails, a declaration made here is undone, so the buffer is exactly as before.
     pub fn load_state_with_schema(
         &mut self,
-        obs: Vec<crate::storage::ColumnSpec>,
-        step: Vec<crate::storage::ColumnSpec>,
+        obs: Vec<ColumnSpec>,
+        step: Vec<ColumnSpec>,
         parts: &[StatePart<'_>],
     ) -> Result<()> {
         let fresh = !self.has_schema() && !step.is_empty();
@@ -335,8 +333,8 @@ impl ReplayCore {
             found[k]
         };
         // validate the episode index before writing
-        let n = self.num_envs;
-        let seg = self.seg as u64;
+        let n = self.st.num_envs;
+        let seg = self.st.seg as u64;
         let head = read_u64s(get("env.head"));
         let open = read_u64s(get("env.open"));
         let next_ep = read_u64s(get("env.next_ep"));
@@ -368,8 +366,8 @@ impl ReplayCore {
             let mut rec_of = (u64::MAX, 0usize); // (episode, its record index), cached per episode
             for k in 0..alive {
                 let abs = head[e] - 1 - k;
-                let p = e * self.seg + slot;
-                slot = if slot == 0 { self.seg - 1 } else { slot - 1 };
+                let p = e * self.st.seg + slot;
+                slot = if slot == 0 { self.st.seg - 1 } else { slot - 1 };
                 if flags[p] & F_TRANSITION != 0 {
                     count += 1;
                 }
@@ -382,12 +380,12 @@ impl ReplayCore {
                 // the episode record of every alive row must contain it
                 let ep = ep_id[p];
                 if rec_of.0 != ep {
-                    rec_of = (ep, e * self.seg + (ep % seg) as usize);
+                    rec_of = (ep, e * self.st.seg + (ep % seg) as usize);
                 }
                 let rec = rec_of.1;
                 let (start, end) = (ep_start[rec], ep_end[rec]);
                 let running = open[e] == 1 && ep + 1 == next_ep[e];
-                let end_ok = if end == crate::storage::OPEN {
+                let end_ok = if end == OPEN {
                     running
                 } else {
                     !running
@@ -404,7 +402,7 @@ impl ReplayCore {
                     )));
                 }
                 if k > 0 {
-                    let newer = e * self.seg + ((abs + 1) % seg) as usize;
+                    let newer = e * self.st.seg + ((abs + 1) % seg) as usize;
                     if ep_id[newer] < ep {
                         return Err(CoreError::corrupt(format!(
                             "saved episode ids of env {e} decrease at row {p}"
@@ -413,7 +411,7 @@ impl ReplayCore {
                 }
             }
             if open[e] == 1 {
-                let p = e * self.seg + ((head[e] - 1) % seg) as usize;
+                let p = e * self.st.seg + ((head[e] - 1) % seg) as usize;
                 if ep_id[p] + 1 != next_ep[e] || flags[p] & (F_TRANSITION | F_TERMINAL) != 0 {
                     return Err(CoreError::corrupt(format!(
                         "saved state of env {e}: the open episode's newest row {p} is inconsistent"
@@ -447,7 +445,7 @@ impl ReplayCore {
         for e in 0..n {
             if open[e] == 1 {
                 let ep = next_ep[e] - 1;
-                let start = ep_start[e * self.seg + (ep % seg) as usize];
+                let start = ep_start[e * self.st.seg + (ep % seg) as usize];
                 if ep_len[e] != head[e] - 1 - start {
                     return Err(CoreError::corrupt(format!(
                         "saved state of env {e}: the running episode has {} steps stored but \
@@ -470,10 +468,10 @@ impl ReplayCore {
                      (largest {top})"
                 )));
             }
-            if max_p > crate::per::MAX_PRIORITY {
+            if max_p > MAX_PRIORITY {
                 return Err(CoreError::corrupt(format!(
                     "saved per.max_p {max_p:e} exceeds the largest storable priority {:e}",
-                    crate::per::MAX_PRIORITY
+                    MAX_PRIORITY
                 )));
             }
         }
@@ -497,24 +495,18 @@ impl ReplayCore {
                 .iter()
                 .map(|(name, _, _, off, w)| (*off, *w, get(name)))
                 .collect();
-            let (rec, rows) = (self.rec, self.rows);
-            // SAFETY: u64 words viewed as bytes; exclusive borrow of self.data.
-            let data = unsafe {
-                std::slice::from_raw_parts_mut(
-                    self.data.as_mut_ptr() as *mut u8,
-                    self.data.len() * 8,
-                )
-            };
+            let (rec, rows) = (self.st.schema.rec, self.st.rows);
+            let data = bytes_of_mut(&mut self.st.data);
             scatter_rows(data, rec, rows, &fields);
         }
-        copy_into(&mut self.ep_start, get("ep_start"));
-        copy_into(&mut self.ep_end, get("ep_end"));
+        copy_into(&mut self.st.ep_start, get("ep_start"));
+        copy_into(&mut self.st.ep_end, get("ep_end"));
         let rets: Vec<f64> = get("env.ep_return")
             .chunks_exact(8)
             .map(|c| f64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
             .collect();
         for e in 0..n {
-            let s = &mut self.envs[e];
+            let s = &mut self.st.envs[e];
             s.head = head[e];
             s.open = open[e] == 1;
             s.next_ep = next_ep[e];
@@ -529,7 +521,7 @@ impl ReplayCore {
                 .chunks_exact(8)
                 .map(|c| f64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
                 .collect();
-            debug_assert_eq!(leaves.len(), self.rows);
+            debug_assert_eq!(leaves.len(), self.st.rows);
             per.tree.load_leaves(&leaves);
             per.max_p = f64::from_ne_bytes(get("per.max_p").try_into().unwrap_or([0; 8]));
             copy_into(&mut per.handed_out, get("per.sampled"));

@@ -39,8 +39,8 @@ impl SumTree {
         Ok(SumTree {
             size,
             len,
-            sum: crate::storage::alloc(2 * size, 0.0)?,
-            min: crate::storage::alloc(2 * size, f64::INFINITY)?,
+            sum: crate::mem::alloc(2 * size, 0.0)?,
+            min: crate::mem::alloc(2 * size, f64::INFINITY)?,
         })
     }
 

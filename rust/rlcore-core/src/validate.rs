@@ -1,11 +1,17 @@
-//! Checks of scalar and index arguments as a front end hands them in: integers of any size
-//! (a Python int is unbounded; the binding passes them as `i128`) and arrays of any numeric
-//! dtype. Every range check of such an argument lives here or in the method that takes it, so a
-//! front end only converts types.
+//! Checks of the arguments a front end hands in, made once here so that a front end only
+//! converts types: integers of any size (a Python int is unbounded; the binding passes them as
+//! `i128`), index and priority arrays of any numeric dtype, discount-like scalars, the sample
+//! arguments, and one `add`/`extend` call's arrays against the buffer's [`Schema`].
+//! Parameters that belong to one feature (PER's alpha/beta/eps and priorities, HER's future_k
+//! and threshold, GAE's rollout arrays) are checked in that feature's module.
 
-use crate::dtype::DType;
+use crate::dtype::{check_cast, check_values, read_f64, Array, DType};
 use crate::error::{CoreError, Result};
-use crate::storage::Array;
+use crate::schema::{display, BatchField, Column, Schema, Steps};
+use smallvec::SmallVec;
+
+/// The largest batch `sample` draws (2^31 − 1 rows; larger ones cannot be allocated usefully).
+pub const MAX_BATCH: usize = (1 << 31) - 1;
 
 /// A count or size argument (`capacity`, `num_envs`, `batch_size`, `n_step`): an integer in
 /// `[0, 2**64)`. The method that takes it checks its own lower and upper limits.
@@ -80,6 +86,263 @@ pub fn priority_array(a: &Array<'_>) -> Result<Vec<f64>> {
         .collect())
 }
 
+/// Check that a discount-like scalar lies in [0, 1].
+///
+/// Errors: `InvalidValue` outside (NaN included).
+pub fn unit(name: &str, x: f64) -> Result<()> {
+    if (0.0..=1.0).contains(&x) {
+        Ok(())
+    } else {
+        Err(CoreError::value(format!(
+            "{name} must be in [0, 1], got {x}"
+        )))
+    }
+}
+
+/// The scalar arguments of `sample`.
+///
+/// Errors: `InvalidValue` for `batch_size` outside `[1, MAX_BATCH]`, `n_step < 1` or `gamma`
+/// outside `[0, 1]`.
+pub fn sample_args(batch_size: usize, n_step: usize, gamma: f64) -> Result<()> {
+    if !(1..=MAX_BATCH).contains(&batch_size) {
+        return Err(CoreError::value(format!(
+            "batch_size must be in [1, {MAX_BATCH}], got {batch_size}"
+        )));
+    }
+    if n_step < 1 {
+        return Err(CoreError::value(format!(
+            "n_step must be >= 1, got {n_step}"
+        )));
+    }
+    unit("gamma", gamma)
+}
+
+/// One call's inputs after [`steps`]: every array checked, observation and step arrays in
+/// column order.
+#[derive(Debug)]
+pub struct Checked<'a> {
+    /// Number of input rows.
+    pub n: usize,
+    pub obs: SmallVec<[Array<'a>; 4]>,
+    pub obs_next: SmallVec<[Array<'a>; 4]>,
+    /// `act`, then the extras.
+    pub step: SmallVec<[Array<'a>; 4]>,
+    pub rew: Array<'a>,
+    pub terminated: Array<'a>,
+    pub truncated: Array<'a>,
+    pub mask: Option<Array<'a>>,
+}
+
+/// Check one call's inputs against a defined schema: the observation keys, the leading
+/// dimension (decided by the rank of `rew`: none for one step of a single env, else N rows),
+/// `expect_rows` rows when given, finite float32 rewards, bool or integer flags, a bool mask,
+/// the extras' names, and every observation, `act` and extra array of its column's shape with a
+/// dtype and values the column holds.
+///
+/// Errors: `Shape` (shapes, observation keys), `DType` (dtypes, values out of a column's range),
+/// `InvalidValue` (non-finite rewards), `Usage` (missing or unknown extras).
+pub fn steps<'a>(
+    schema: &Schema,
+    s: &Steps<'a>,
+    expect_rows: Option<usize>,
+) -> Result<Checked<'a>> {
+    let obs = schema.obs_arrays("obs", &s.obs)?;
+    let obs_next = schema.obs_arrays("obs_next", &s.obs_next)?;
+    // leading dimension: decided by the rank of rew
+    let (n, lead) = match s.rew.ndim() {
+        0 => (1usize, 0usize),
+        1 => (s.rew.shape[0], 1usize),
+        _ => {
+            return Err(CoreError::shape(format!(
+                "rew: expected shape [N] (one reward per env) or a scalar, got {:?}",
+                s.rew.shape
+            )))
+        }
+    };
+    if let Some(want) = expect_rows {
+        if n != want || (lead == 0 && want != 1) {
+            return Err(CoreError::shape(format!(
+                "rew: expected shape [{want}] (num_envs={want}), got {:?}; pass one row per env",
+                s.rew.shape
+            )));
+        }
+    }
+    check_cast("rew", s.rew.dtype, DType::F32)?;
+    for i in 0..n {
+        let r = read_f64(s.rew.dtype, s.rew.data, i);
+        if !(r as f32).is_finite() {
+            return Err(CoreError::value(format!(
+                "rew[{i}] is {r}; rewards must be finite and within float32 range (|r| < 3.4e38)"
+            )));
+        }
+    }
+    for (what, a) in [("terminated", &s.terminated), ("truncated", &s.truncated)] {
+        if !same_dims(a.shape, s.rew.shape) {
+            return Err(CoreError::shape(format!(
+                "{what}: expected shape {:?} like rew, got {:?}",
+                s.rew.shape, a.shape
+            )));
+        }
+        if !matches!(
+            a.dtype,
+            DType::Bool
+                | DType::U8
+                | DType::I8
+                | DType::U16
+                | DType::I16
+                | DType::U32
+                | DType::I32
+                | DType::U64
+                | DType::I64
+        ) {
+            return Err(CoreError::dtype(format!(
+                "{what}: expected bool or integer flags (nonzero means set), got {}",
+                a.dtype.name()
+            )));
+        }
+    }
+    if let Some(m) = &s.mask {
+        if !same_dims(m.shape, s.rew.shape) {
+            return Err(CoreError::shape(format!(
+                "mask: expected shape {:?} like rew, got {:?}",
+                s.rew.shape, m.shape
+            )));
+        }
+        if m.dtype != DType::Bool {
+            return Err(CoreError::dtype(format!(
+                "mask: expected bool, got {}",
+                m.dtype.name()
+            )));
+        }
+    }
+    let check = |what: &str, a: &Array<'_>, col: &Column| -> Result<()> {
+        let ok = a.ndim() == col.spec.shape.len() + lead
+            && (lead == 0 || a.shape[0] == n)
+            && same_dims(&a.shape[lead..], &col.spec.shape);
+        if !ok {
+            let mut want: Vec<usize> = if lead == 1 { vec![n] } else { vec![] };
+            want.extend_from_slice(&col.spec.shape);
+            return Err(CoreError::shape(format!(
+                "{what}: expected shape {want:?}, got {:?}",
+                a.shape
+            )));
+        }
+        check_cast(what, a.dtype, col.spec.dtype)?;
+        check_values(what, a.data, a.dtype, col.spec.dtype)
+    };
+    for (what, given) in [("obs", &obs), ("obs_next", &obs_next)] {
+        for (col, a) in schema.obs.iter().zip(given.iter()) {
+            check(&display(what, &col.spec.name), a, col)?;
+        }
+    }
+    check("act", &s.act, &schema.step[0])?;
+    let mut step: SmallVec<[Array<'a>; 4]> = SmallVec::new();
+    step.push(s.act);
+    step.extend(schema.extra_arrays(s.extras)?);
+    for (col, a) in schema.step[1..].iter().zip(step[1..].iter()) {
+        check(&col.spec.name, a, col)?;
+    }
+    Ok(Checked {
+        n,
+        obs,
+        obs_next,
+        step,
+        rew: s.rew,
+        terminated: s.terminated,
+        truncated: s.truncated,
+        mask: s.mask,
+    })
+}
+
+/// What a caller-supplied output array is, read from its header (its data is not touched).
+#[derive(Debug, Clone)]
+pub struct OutArray<'a> {
+    /// Its element type, or how the front end describes it when no column can have it (or it
+    /// is not in native byte order).
+    pub dtype: std::result::Result<DType, String>,
+    pub shape: &'a [usize],
+    pub c_contiguous: bool,
+    pub writable: bool,
+    /// Address and length in bytes of its memory.
+    pub addr: usize,
+    pub len: usize,
+}
+
+/// Check caller-supplied output arrays for a batch of `b` samples: one per batch field, in the
+/// order of [`Schema::batch_fields`], each of exactly the field's dtype and shape `[b, *row
+/// shape]`, C-contiguous, writable, aligned to its elements, and no two sharing memory.
+///
+/// Errors: `DType` (dtype), `Shape` (shape, number of arrays), `Usage` (layout, shared memory).
+pub fn out_arrays<'f>(
+    b: usize,
+    fields: impl Iterator<Item = BatchField<'f>>,
+    arrays: &[OutArray<'_>],
+) -> Result<()> {
+    let mut count = 0;
+    let mut spans: SmallVec<[(usize, usize); 16]> = SmallVec::new();
+    for f in fields {
+        let Some(a) = arrays.get(count) else {
+            return Err(CoreError::shape(format!("out: no array for {}", f.label())));
+        };
+        count += 1;
+        if a.dtype.as_ref().ok() != Some(&f.dtype) {
+            let got = match &a.dtype {
+                Ok(d) => d.name().to_string(),
+                Err(desc) => desc.clone(),
+            };
+            return Err(CoreError::dtype(format!(
+                "out.{}: expected dtype {}, got {got}",
+                f.label(),
+                f.dtype.name()
+            )));
+        }
+        if !(a.shape.first() == Some(&b) && same_dims(&a.shape[1..], f.row_shape)) {
+            let mut want = vec![b];
+            want.extend_from_slice(f.row_shape);
+            return Err(CoreError::shape(format!(
+                "out.{}: expected shape {want:?}, got {:?}",
+                f.label(),
+                a.shape
+            )));
+        }
+        if !(a.c_contiguous && a.writable) {
+            return Err(CoreError::usage(format!(
+                "out.{}: the array must be C-contiguous and writable",
+                f.label()
+            )));
+        }
+        if !a.addr.is_multiple_of(f.dtype.size()) {
+            return Err(CoreError::usage(format!(
+                "out.{}: the array must be aligned to its {}-byte elements",
+                f.label(),
+                f.dtype.size()
+            )));
+        }
+        if a.len > 0 {
+            spans.push((a.addr, a.len));
+        }
+    }
+    if count != arrays.len() {
+        return Err(CoreError::shape(format!(
+            "out: {} arrays for a batch of {count} fields",
+            arrays.len()
+        )));
+    }
+    spans.sort_unstable();
+    if spans.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+        return Err(CoreError::usage(
+            "out: two output arrays share memory; give every field its own array",
+        ));
+    }
+    Ok(())
+}
+
+/// Shape equality for the few dimensions of an array.
+#[inline]
+fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// The number of elements of a 0-d (one element) or 1-d array.
 fn one_dim(what: &str, a: &Array<'_>) -> Result<usize> {
     match a.shape {
@@ -94,6 +357,7 @@ fn one_dim(what: &str, a: &Array<'_>) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::ColumnSpec;
 
     #[test]
     fn counts_and_seeds_outside_u64_are_invalid_values() {
@@ -107,6 +371,162 @@ mod tests {
             assert!(matches!(seed(v), Err(CoreError::InvalidValue(_))));
         }
         assert_eq!(seed((1 << 64) - 1), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn sample_arguments_and_discounts_are_range_checked() {
+        assert_eq!(sample_args(1, 1, 0.0), Ok(()));
+        assert_eq!(sample_args(MAX_BATCH, 1 << 40, 1.0), Ok(()));
+        for (b, n, g) in [
+            (0, 1, 0.9),
+            (MAX_BATCH + 1, 1, 0.9),
+            (8, 0, 0.9),
+            (8, 1, -0.1),
+            (8, 1, 1.0 + 1e-12),
+            (8, 1, f64::NAN),
+        ] {
+            assert!(
+                matches!(sample_args(b, n, g), Err(CoreError::InvalidValue(_))),
+                "{b} {n} {g}"
+            );
+        }
+        assert!(matches!(
+            unit("gae_lambda", 2.0),
+            Err(CoreError::InvalidValue(m)) if m == "gae_lambda must be in [0, 1], got 2"
+        ));
+    }
+
+    fn out_schema() -> Schema {
+        Schema::new(
+            vec![ColumnSpec::new("obs", DType::F32, vec![3])],
+            vec![ColumnSpec::new("act", DType::I64, vec![])],
+        )
+        .unwrap() // ok: test
+    }
+
+    /// Headers of well-formed, disjoint output arrays for a batch of `b` of [`out_schema`].
+    fn good_headers(b: usize, shapes: &[Vec<usize>]) -> Vec<OutArray<'_>> {
+        let mut addr = 1 << 20;
+        out_schema()
+            .batch_fields(false)
+            .zip(shapes)
+            .map(|(f, shape)| {
+                let len = b * f.item_bytes();
+                let a = OutArray {
+                    dtype: Ok(f.dtype),
+                    shape,
+                    c_contiguous: true,
+                    writable: true,
+                    addr,
+                    len,
+                };
+                addr += len.div_ceil(64) * 64;
+                a
+            })
+            .collect()
+    }
+
+    #[test]
+    fn output_arrays_must_fit_the_batch_layout_exactly() {
+        let b = 4;
+        let sc = out_schema();
+        let shapes: Vec<Vec<usize>> = sc
+            .batch_fields(false)
+            .map(|f| [&[b][..], f.row_shape].concat())
+            .collect();
+        let check = |h: &[OutArray<'_>]| out_arrays(b, sc.batch_fields(false), h);
+        assert_eq!(check(&good_headers(b, &shapes)), Ok(()));
+        let mut h = good_headers(b, &shapes);
+        h[2].dtype = Ok(DType::I32);
+        assert!(
+            matches!(check(&h), Err(CoreError::DType(m)) if m == "out.act: expected dtype int64, got int32")
+        );
+        let mut h = good_headers(b, &shapes);
+        h[0].dtype = Err(">f4".into());
+        assert!(matches!(check(&h), Err(CoreError::DType(m)) if m.ends_with("got >f4")));
+        let wrong = vec![b, 4];
+        let mut h = good_headers(b, &shapes);
+        h[1].shape = &wrong;
+        assert!(
+            matches!(check(&h), Err(CoreError::Shape(m)) if m == "out.obs_next: expected shape [4, 3], got [4, 4]")
+        );
+        let mut h = good_headers(b, &shapes);
+        h[3].writable = false;
+        assert!(matches!(check(&h), Err(CoreError::Usage(_))));
+        let mut h = good_headers(b, &shapes);
+        h[4].c_contiguous = false;
+        assert!(matches!(check(&h), Err(CoreError::Usage(_))));
+        let mut h = good_headers(b, &shapes);
+        h[2].addr += 4;
+        assert!(matches!(check(&h), Err(CoreError::Usage(m)) if m.contains("aligned")));
+        let mut h = good_headers(b, &shapes);
+        h[6].addr = h[3].addr + 4;
+        assert!(matches!(check(&h), Err(CoreError::Usage(m)) if m.contains("share memory")));
+        let h = good_headers(b, &shapes);
+        assert!(
+            matches!(check(&h[..6]), Err(CoreError::Shape(m)) if m == "out: no array for discount")
+        );
+    }
+
+    #[test]
+    fn step_inputs_are_checked_against_the_schema_and_put_in_column_order() {
+        use crate::schema::Obs;
+        let sc = Schema::new(
+            vec![ColumnSpec::new("obs", DType::F32, vec![2])],
+            vec![
+                ColumnSpec::new("act", DType::F32, vec![]),
+                ColumnSpec::new("x", DType::U8, vec![]),
+                ColumnSpec::new("y", DType::F64, vec![]),
+            ],
+        )
+        .unwrap(); // ok: test
+        let (f4, f8) = ([0u8; 16], [0u8; 32]);
+        let nan = f32::NAN.to_ne_bytes().repeat(2);
+        let two = [2usize];
+        let (obs_shape, f32s, u8s) = ([2usize, 2], &f4[..8], &f4[..2]);
+        let a = |dtype, shape, data| Array { dtype, shape, data };
+        let x = a(DType::U8, &two[..], u8s);
+        let y = a(DType::F64, &two[..], &f8[..16]);
+        let extras = [("y", y), ("x", x)];
+        let good = Steps {
+            obs: Obs::Array(a(DType::F32, &obs_shape[..], &f4[..])),
+            act: a(DType::F32, &two[..], f32s),
+            rew: a(DType::F32, &two[..], f32s),
+            terminated: a(DType::Bool, &two[..], u8s),
+            truncated: a(DType::U8, &two[..], u8s),
+            obs_next: Obs::Array(a(DType::F32, &obs_shape[..], &f4[..])),
+            extras: &extras,
+            mask: None,
+        };
+        let c = steps_checked(&sc, &good).unwrap(); // ok: test
+        assert_eq!(c.n, 2);
+        assert_eq!(
+            c.step.iter().map(|a| a.dtype).collect::<Vec<_>>(),
+            [DType::F32, DType::U8, DType::F64]
+        );
+        assert!(matches!(
+            steps(&sc, &good, Some(3)),
+            Err(CoreError::Shape(m)) if m.starts_with("rew: expected shape [3]")
+        ));
+        let mut bad = good;
+        bad.terminated = a(DType::F32, &two[..], f32s);
+        assert!(matches!(steps_checked(&sc, &bad), Err(CoreError::DType(_))));
+        let mut bad = good;
+        bad.extras = &extras[..1];
+        assert!(matches!(steps_checked(&sc, &bad), Err(CoreError::Usage(_))));
+        let mut bad = good;
+        bad.obs_next = Obs::Dict(&extras);
+        assert!(matches!(steps_checked(&sc, &bad), Err(CoreError::Shape(_))));
+        let mut bad = good;
+        bad.rew = a(DType::F32, &two[..], &nan);
+        assert!(matches!(
+            steps_checked(&sc, &bad),
+            Err(CoreError::InvalidValue(_))
+        ));
+    }
+
+    fn steps_checked<'a>(sc: &Schema, s: &Steps<'a>) -> Result<Checked<'a>> {
+        steps(sc, s, Some(2))
     }
 
     #[test]

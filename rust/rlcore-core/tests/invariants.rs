@@ -3,7 +3,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use proptest::prelude::*;
-use rlcore_core::{Array, BatchOut, DType, GoalStrategy, HerConfig, ReplayCore, Steps};
+use rlcore_core::{Array, BatchOut, DType, GoalStrategy, HerConfig, Obs, ReplayCore, Steps};
 
 /// One env step of the generated stream.
 #[derive(Debug, Clone, Copy)]
@@ -139,24 +139,12 @@ fn run(core: &mut ReplayCore, n_envs: usize, stream: &[Vec<Ev>]) -> Vec<RefEnv> 
         let rb: Vec<u8> = rew.iter().flat_map(|v| v.to_ne_bytes()).collect();
         let shape_o = [n_envs, 1];
         let shape_n = [n_envs];
-        let obs_arr = [(
-            "obs",
-            Array {
+        let s = Steps {
+            obs: Obs::Array(Array {
                 dtype: DType::F64,
                 shape: &shape_o,
                 data: &ob,
-            },
-        )];
-        let obs_next_arr = [(
-            "obs",
-            Array {
-                dtype: DType::F64,
-                shape: &shape_o,
-                data: &onb,
-            },
-        )];
-        let s = Steps {
-            obs: &obs_arr,
+            }),
             act: Array {
                 dtype: DType::F32,
                 shape: &shape_o,
@@ -177,7 +165,11 @@ fn run(core: &mut ReplayCore, n_envs: usize, stream: &[Vec<Ev>]) -> Vec<RefEnv> 
                 shape: &shape_n,
                 data: &trunc,
             },
-            obs_next: &obs_next_arr,
+            obs_next: Obs::Array(Array {
+                dtype: DType::F64,
+                shape: &shape_o,
+                data: &onb,
+            }),
             extras: &[],
             mask: Some(Array {
                 dtype: DType::Bool,
@@ -387,7 +379,7 @@ fn her_future_goals_stay_in_episode_after_wrap() {
             let sh = [1usize];
             let obs = [
                 (
-                    "obs.achieved_goal",
+                    "achieved_goal",
                     Array {
                         dtype: DType::F64,
                         shape: &sh,
@@ -395,7 +387,7 @@ fn her_future_goals_stay_in_episode_after_wrap() {
                     },
                 ),
                 (
-                    "obs.desired_goal",
+                    "desired_goal",
                     Array {
                         dtype: DType::F64,
                         shape: &sh,
@@ -405,7 +397,7 @@ fn her_future_goals_stay_in_episode_after_wrap() {
             ];
             let obs_next = [
                 (
-                    "obs.achieved_goal",
+                    "achieved_goal",
                     Array {
                         dtype: DType::F64,
                         shape: &sh,
@@ -413,7 +405,7 @@ fn her_future_goals_stay_in_episode_after_wrap() {
                     },
                 ),
                 (
-                    "obs.desired_goal",
+                    "desired_goal",
                     Array {
                         dtype: DType::F64,
                         shape: &sh,
@@ -426,7 +418,7 @@ fn her_future_goals_stay_in_episode_after_wrap() {
             let term = [0u8];
             let trunc = [(t == 3) as u8];
             let s = Steps {
-                obs: &obs,
+                obs: Obs::Dict(&obs),
                 act: Array {
                     dtype: DType::F32,
                     shape: &[],
@@ -447,7 +439,7 @@ fn her_future_goals_stay_in_episode_after_wrap() {
                     shape: &[],
                     data: &trunc,
                 },
-                obs_next: &obs_next,
+                obs_next: Obs::Dict(&obs_next),
                 extras: &[],
                 mask: None,
             };

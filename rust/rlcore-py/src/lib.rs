@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 use rlcore_core::{
     checksum::crc32c, compute_gae as core_gae, compute_nstep_returns as core_nstep,
     state::state_layout_for, AddOutcome, Array, BatchOut, ColumnSpec, CoreError, DType,
-    GoalStrategy, HerConfig, ReplayCore, StatePart, Steps,
+    GoalStrategy, Goals, HerConfig, Obs, ReplayCore, StatePart, Steps,
 };
 use smallvec::SmallVec;
 
@@ -1169,21 +1169,9 @@ impl RawBuffer {
             compute_reward,
         ) {
             (Some(true), Some(f)) => {
-                let goal = &obs_specs[obs_specs
-                    .iter()
-                    .position(|c| {
-                        c.spec.name
-                            == format!(
-                                "obs.{}",
-                                core.her().map(|h| h.achieved_goal.as_str()).unwrap_or("")
-                            )
-                    })
-                    .unwrap_or(0)]
-                .spec;
-                let (gdt, gshape) = (goal.dtype, goal.shape.clone());
                 let mut stash: Option<PyErr> = None;
-                let mut call = |ag: &[u8], g: &[u8], m: usize| -> Result<Vec<f32>, CoreError> {
-                    match call_reward(py, f, gdt, &gshape, ag, g, m) {
+                let mut call = |g: &Goals<'_>| -> Result<Vec<f32>, CoreError> {
+                    match call_reward(py, f, g.dtype, g.shape, g.achieved, g.desired, g.count) {
                         Ok(v) => Ok(v),
                         Err(e) => {
                             let msg = e.to_string();
@@ -1418,66 +1406,17 @@ impl RawBuffer {
         let py = slf.py();
         let me = slf.get();
         let core = me.lock(py)?;
-        let rows = core.rows();
-        if !core.has_schema() {
-            return Err(py_err(py, 5, format!(
-                "column '{name}': the buffer's columns are defined by the first add (or from_spaces); add data first"
-            )));
-        }
-        let (off, dt, shape): (usize, DType, Vec<usize>) = match name {
-            "rew" => (rlcore_core::storage::OFF_REW, DType::F32, vec![]),
-            "terminated" => (rlcore_core::storage::OFF_TERM, DType::U8, vec![]),
-            "truncated" => (rlcore_core::storage::OFF_TRUNC, DType::U8, vec![]),
-            "flags" => (rlcore_core::storage::OFF_FLAGS, DType::U8, vec![]),
-            _ => {
-                let col = core
-                    .obs_columns()
-                    .iter()
-                    .chain(core.step_columns().iter())
-                    .find(|c| c.spec.name == name)
-                    .ok_or_else(|| {
-                        let names: Vec<&str> = core
-                            .obs_columns()
-                            .iter()
-                            .chain(core.step_columns().iter())
-                            .map(|c| c.spec.name.as_str())
-                            .chain(["rew", "terminated", "truncated", "flags"])
-                            .collect();
-                        py_err(
-                            py,
-                            5,
-                            format!("unknown column '{name}'; columns are {names:?}"),
-                        )
-                    })?;
-                (col.offset, col.spec.dtype, col.spec.shape.clone())
-            }
-        };
-        let mut dims = vec![rows];
-        dims.extend(shape.iter().copied());
-        // row stride = record size; inside a row the item is C-contiguous
-        let mut strides = vec![core.record_bytes()];
-        let mut inner = dt.size();
-        let mut rest: Vec<usize> = shape
-            .iter()
-            .rev()
-            .map(|&n| {
-                let s = inner;
-                inner *= n;
-                s
-            })
-            .collect();
-        rest.reverse();
-        strides.extend(rest);
+        let v = core.column_view(name).or_py(py)?;
         let base = slf.clone().into_any();
         // SAFETY: the records are allocated once and never reallocated or freed while the buffer
         // object (the view's base) is alive; every strided element lies inside them.
         unsafe {
             new_strided(
                 py,
-                dt,
-                &dims,
-                Some(&strides),
-                Some((core.data_ptr().add(off), &base)),
+                v.dtype,
+                &v.shape,
+                Some(&v.strides),
+                Some((v.ptr, &base)),
             )
         }
     }
@@ -1607,15 +1546,13 @@ impl RawBuffer {
                 Some(m) if !m.is_none() => Some(to_in(m, "mask")?),
                 _ => None,
             };
-            let o_arr = [("obs", o.array())];
-            let on_arr = [("obs", on.array())];
             let steps = Steps {
-                obs: &o_arr,
+                obs: Obs::Array(o.array()),
                 act: a.array(),
                 rew: r.array(),
                 terminated: te.array(),
                 truncated: tr.array(),
-                obs_next: &on_arr,
+                obs_next: Obs::Array(on.array()),
                 extras: &[],
                 mask: m.as_ref().map(|m| m.array()),
             };
@@ -1649,13 +1586,31 @@ impl RawBuffer {
         };
         let ex = extras_in(core, extras)?;
         let (o_arr, on_arr, ex_arr) = (arrays(&o), arrays(&on), arrays(&ex));
+        fn as_obs<'a>(v: &[(&'a str, Array<'a>)]) -> SmallVec<[(&'a str, Array<'a>); 4]> {
+            v.iter()
+                .map(|(n, a)| (n.strip_prefix("obs.").unwrap_or(n), *a))
+                .collect()
+        }
+        fn obs_of<'a>(
+            dict: bool,
+            v: &[(&'a str, Array<'a>)],
+            k: &'a [(&'a str, Array<'a>)],
+        ) -> Obs<'a> {
+            if dict || v.iter().any(|(n, _)| n.starts_with("obs.")) || v.is_empty() {
+                Obs::Dict(k)
+            } else {
+                Obs::Array(v[0].1)
+            }
+        }
+        let (o_keys, on_keys) = (as_obs(&o_arr), as_obs(&on_arr));
+        let dict = core.obs_is_dict();
         let steps = Steps {
-            obs: &o_arr,
+            obs: obs_of(dict, &o_arr, &o_keys),
             act: a.array(),
             rew: r.array(),
             terminated: te.array(),
             truncated: tr.array(),
-            obs_next: &on_arr,
+            obs_next: obs_of(dict, &on_arr, &on_keys),
             extras: &ex_arr,
             mask: m.as_ref().map(|m| m.array()),
         };

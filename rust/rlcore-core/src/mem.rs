@@ -1,0 +1,209 @@
+//! Memory helpers shared by every module: fallible allocation, huge-page advice, short row
+//! copies and comparisons without libc calls, typed views of byte slices, and division by a
+//! fixed divisor. Nothing here knows about columns, episodes or sampling.
+
+use crate::error::{CoreError, Result};
+
+/// A boxed slice of `n` copies of `v`, or an `InvalidValue` error (instead of an abort) when the
+/// memory cannot be had.
+pub fn alloc<T: Clone>(n: usize, v: T) -> Result<Box<[T]>> {
+    let mut x: Vec<T> = Vec::new();
+    x.try_reserve_exact(n).map_err(|_| {
+        CoreError::value(format!(
+            "cannot allocate {n} x {} bytes for the buffer; use a smaller capacity",
+            std::mem::size_of::<T>()
+        ))
+    })?;
+    x.resize(n, v);
+    Ok(x.into_boxed_slice())
+}
+
+/// Ask the kernel to back large storage with transparent huge pages: sampling touches random
+/// rows, and with 4 KiB pages nearly every sample of a large buffer misses the TLB.
+pub fn advise_huge_pages(data: &[u64]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = std::mem::size_of_val(data);
+        if bytes < 2 * HUGE {
+            return;
+        }
+        let start = data.as_ptr() as usize;
+        let aligned = start.div_ceil(HUGE) * HUGE;
+        let len = (start + bytes - aligned) / HUGE * HUGE;
+        // SAFETY: madvise on a range inside our own allocation only changes paging hints.
+        unsafe {
+            libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = data;
+}
+
+/// Copy a short byte row without a call into libc's memmove (rows are usually < 256 bytes):
+/// two overlapping fixed-size moves cover any length between the block size and twice it.
+#[inline(always)]
+pub fn copy_row(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    debug_assert_eq!(n, dst.len());
+    macro_rules! two {
+        ($k:expr) => {{
+            // SAFETY: n >= $k, so both $k-byte windows [0, $k) and [n - $k, n) are in bounds.
+            unsafe {
+                let a = std::ptr::read_unaligned(src.as_ptr() as *const [u8; $k]);
+                let b = std::ptr::read_unaligned(src.as_ptr().add(n - $k) as *const [u8; $k]);
+                std::ptr::write_unaligned(dst.as_mut_ptr() as *mut [u8; $k], a);
+                std::ptr::write_unaligned(dst.as_mut_ptr().add(n - $k) as *mut [u8; $k], b);
+            }
+        }};
+    }
+    match n {
+        0 => {}
+        1..=3 => dst.copy_from_slice(src),
+        4..=8 => two!(4),
+        9..=16 => two!(8),
+        17..=32 => two!(16),
+        33..=64 => two!(32),
+        65..=128 => two!(64),
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// Byte equality without a call into libc's memcmp (the rows compared on every add are short).
+#[inline]
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        let x = u64::from_ne_bytes([x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]]);
+        let y = u64::from_ne_bytes([y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7]]);
+        if x != y {
+            return false;
+        }
+    }
+    ca.remainder()
+        .iter()
+        .zip(cb.remainder())
+        .all(|(x, y)| x == y)
+}
+
+/// Plain numeric types: no padding, every bit pattern valid, so their slices can be viewed as
+/// bytes and (when aligned) bytes as them.
+pub trait Plain: Copy + 'static {}
+impl Plain for u8 {}
+impl Plain for i64 {}
+impl Plain for u64 {}
+impl Plain for f32 {}
+impl Plain for f64 {}
+
+/// The bytes of a slice of plain numbers.
+#[inline]
+pub fn bytes_of<T: Plain>(x: &[T]) -> &[u8] {
+    // SAFETY: T is a plain numeric type without padding; any byte pattern is a valid u8.
+    unsafe { std::slice::from_raw_parts(x.as_ptr() as *const u8, std::mem::size_of_val(x)) }
+}
+
+/// The bytes of a mutable slice of plain numbers.
+#[inline]
+pub fn bytes_of_mut<T: Plain>(x: &mut [T]) -> &mut [u8] {
+    // SAFETY: as `bytes_of`; every byte pattern written through the view is a valid T.
+    unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr() as *mut u8, std::mem::size_of_val(x)) }
+}
+
+/// A byte slice as a slice of `T`, or `None` when it is misaligned for `T` or not a whole
+/// number of `T`s.
+#[inline]
+pub fn cast_mut<T: Plain>(b: &mut [u8]) -> Option<&mut [T]> {
+    // SAFETY: every bit pattern is a valid T; align_to_mut only splits off misaligned ends.
+    let (head, mid, tail) = unsafe { b.align_to_mut::<T>() };
+    (head.is_empty() && tail.is_empty()).then_some(mid)
+}
+
+/// A byte slice as `T`s: borrowed when aligned (NumPy arrays are), copied otherwise. The length
+/// must be a multiple of `size_of::<T>()`; trailing bytes are ignored.
+pub fn cast_or_copy<T: Plain>(b: &[u8]) -> std::borrow::Cow<'_, [T]> {
+    // SAFETY: every bit pattern is a valid T; align_to only splits off misaligned ends.
+    let (head, mid, tail) = unsafe { b.align_to::<T>() };
+    if head.is_empty() && tail.is_empty() {
+        std::borrow::Cow::Borrowed(mid)
+    } else {
+        let s = std::mem::size_of::<T>();
+        std::borrow::Cow::Owned(
+            b.chunks_exact(s)
+                // SAFETY: each chunk holds exactly size_of::<T>() bytes; unaligned read.
+                .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr() as *const T) })
+                .collect(),
+        )
+    }
+}
+
+/// Division by a fixed divisor d >= 2 via one 128-bit multiply (Lemire, Kaser & Kurz 2019,
+/// "Faster Remainder by Direct Computation"): exact for numerators and divisors below 2^32,
+/// a plain division above.
+#[derive(Debug, Clone, Copy)]
+pub struct FastDiv {
+    m: u64,
+    d: u64,
+}
+
+impl FastDiv {
+    pub fn new(d: u64) -> Self {
+        FastDiv {
+            m: u64::MAX / d.max(1) + 1,
+            d,
+        }
+    }
+    #[inline]
+    pub fn div(&self, n: u64) -> u64 {
+        if n >> 32 != 0 || self.d >> 32 != 0 {
+            return n / self.d;
+        }
+        ((n as u128 * self.m as u128) >> 64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_row_copies_every_length() {
+        for n in 0..300 {
+            let src: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
+            let mut dst = vec![0u8; n];
+            copy_row(&mut dst, &src);
+            assert_eq!(dst, src, "length {n}");
+            assert!(same_bytes(&dst, &src));
+            if n > 0 {
+                dst[n - 1] ^= 1;
+                assert!(!same_bytes(&dst, &src), "length {n}");
+            }
+        }
+        assert!(!same_bytes(&[1, 2], &[1]));
+    }
+
+    #[test]
+    fn fast_div_is_exact_below_2_pow_32_and_falls_back_above() {
+        for d in [2u64, 3, 7, 10, 1000, 65_537, (1 << 32) - 1, 1 << 33] {
+            let f = FastDiv::new(d);
+            for n in [0u64, 1, 5, 999, 1 << 20, (1 << 32) - 1, 1 << 40, u64::MAX] {
+                assert_eq!(f.div(n), n / d, "{n} / {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn casts_refuse_misaligned_slices_and_copies_read_them() {
+        let mut words = [0u64; 3];
+        let bytes = bytes_of_mut(&mut words);
+        bytes[..4].copy_from_slice(&1.5f32.to_ne_bytes());
+        assert_eq!(cast_mut::<f32>(&mut bytes[..8]).map(|s| s[0]), Some(1.5));
+        assert!(cast_mut::<f32>(&mut bytes[1..9]).is_none());
+        bytes[1..5].copy_from_slice(&2.5f32.to_ne_bytes());
+        assert_eq!(cast_or_copy::<f32>(&bytes[1..9])[0], 2.5);
+        assert!(alloc::<u8>(usize::MAX, 0).is_err());
+    }
+}

@@ -1,0 +1,405 @@
+//! The replay core: the storage, the buffer's generator, and the optional prioritized and
+//! hindsight parts, with the order in which one call uses them. It sits above every module it
+//! composes, so that those import each other one way only (mem → dtype → schema → validate →
+//! per → storage → episodes/sampling → her → replay → state).
+
+use crate::error::{CoreError, Result};
+use crate::her::{self, HerConfig, RewardFn};
+use crate::per::{self, PerState};
+use crate::rng::Rng;
+use crate::sampling::{self, BatchOut, Plan, Scratch};
+use crate::schema::{BatchField, Column, ColumnSpec, ColumnView, Schema, Steps};
+use crate::storage::{AddOutcome, Storage};
+use crate::validate::{self, Checked};
+
+/// The replay core: fixed-size storage, episode index, sampling state.
+#[derive(Debug)]
+pub struct ReplayCore {
+    pub(crate) st: Storage,
+    pub(crate) rng: Rng,
+    pub(crate) per: Option<PerState>,
+    pub(crate) her: Option<HerConfig>,
+    /// Column indices of (achieved_goal, desired_goal) once the schema is known.
+    pub(crate) her_goals: Option<(usize, usize)>,
+    scratch: Scratch,
+}
+
+impl ReplayCore {
+    /// An empty buffer of `capacity` rows split into `num_envs` ring segments.
+    ///
+    /// Errors: `InvalidValue` when `capacity / num_envs < 2` or `num_envs == 0`.
+    pub fn new(capacity: usize, num_envs: usize, seed: u64) -> Result<Self> {
+        Ok(ReplayCore {
+            st: Storage::new(capacity, num_envs)?,
+            rng: Rng::new(seed),
+            per: None,
+            her: None,
+            her_goals: None,
+            scratch: Scratch::default(),
+        })
+    }
+
+    /// Turn on prioritized sampling (Schaul et al. 2016). Must be called before the first add.
+    ///
+    /// Errors: `InvalidValue` for parameters [`per::check_params`] refuses; `Usage` after the
+    /// first add.
+    pub fn enable_per(&mut self, alpha: f64, beta: f64, eps: f64) -> Result<()> {
+        per::check_params(alpha, beta, eps)?;
+        if !self.is_empty() {
+            return Err(CoreError::usage(
+                "enable prioritized replay before the first add",
+            ));
+        }
+        self.per = Some(PerState::new(self.st.rows, alpha, beta, eps)?);
+        Ok(())
+    }
+
+    /// Turn on hindsight relabeling. Must be called before the first add.
+    ///
+    /// Errors: `InvalidValue` for parameters [`HerConfig::check`] refuses; `Usage` once the
+    /// columns are defined.
+    pub fn enable_her(&mut self, cfg: HerConfig) -> Result<()> {
+        cfg.check()?;
+        if self.has_schema() {
+            return Err(CoreError::usage("enable HER before the first add"));
+        }
+        self.her = Some(cfg);
+        Ok(())
+    }
+
+    pub fn num_envs(&self) -> usize {
+        self.st.num_envs
+    }
+    pub fn segment_len(&self) -> usize {
+        self.st.seg
+    }
+    /// Total rows (`num_envs * segment_len`).
+    pub fn rows(&self) -> usize {
+        self.st.rows
+    }
+    pub fn has_schema(&self) -> bool {
+        self.st.schema.is_defined()
+    }
+    pub fn obs_is_dict(&self) -> bool {
+        self.st.schema.obs_is_dict
+    }
+    pub fn per(&self) -> Option<&PerState> {
+        self.per.as_ref()
+    }
+    pub fn her(&self) -> Option<&HerConfig> {
+        self.her.as_ref()
+    }
+
+    /// Errors: `InvalidValue` for a negative or non-finite β; `Usage` without prioritized replay.
+    pub fn set_beta(&mut self, beta: f64) -> Result<()> {
+        match self.per.as_mut() {
+            Some(p) => p.set_beta(beta),
+            None => {
+                per::check_beta(beta)?;
+                Err(CoreError::usage(
+                    "beta is only defined for prioritized buffers",
+                ))
+            }
+        }
+    }
+
+    /// Number of sampleable transitions.
+    pub fn len(&self) -> usize {
+        self.st.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Column specs: observation columns, then `act` and the extras.
+    pub fn schema(&self) -> (Vec<ColumnSpec>, Vec<ColumnSpec>) {
+        self.st.schema.specs()
+    }
+    pub fn obs_columns(&self) -> &[Column] {
+        &self.st.schema.obs
+    }
+    pub fn step_columns(&self) -> &[Column] {
+        &self.st.schema.step
+    }
+    /// A zero-copy view of the column with public name `name`: `"obs"`, `"obs.<key>"`, `"act"`,
+    /// an extra, `"rew"`, `"terminated"`, `"truncated"` or `"flags"`. Its memory is stable for
+    /// the buffer's lifetime: the rows are allocated once and never reallocated.
+    ///
+    /// Errors: `Usage` before the columns are defined and for an unknown name.
+    pub fn column_view(&self, name: &str) -> Result<ColumnView> {
+        self.st.column_view(name)
+    }
+
+    /// The arrays of a sampled batch, in the order [`BatchOut::from_fields`] takes them.
+    pub fn batch_fields(&self) -> impl Iterator<Item = BatchField<'_>> + Clone + '_ {
+        self.st.schema.batch_fields(self.per.is_some())
+    }
+
+    /// Whether [`ReplayCore::sample`] needs a reward function (HER without a native reward).
+    pub fn needs_reward_fn(&self) -> bool {
+        self.her
+            .as_ref()
+            .is_some_and(|h| h.distance_threshold.is_none())
+    }
+
+    /// Declare the columns up front (from gymnasium spaces). `step[0]` must be `act`.
+    ///
+    /// Errors: `Usage` if a schema exists already; `InvalidValue` for bad specs ([`Schema::new`])
+    /// or storage that cannot be allocated; `Shape`/`DType` for goal columns HER cannot use.
+    pub fn declare(&mut self, obs: Vec<ColumnSpec>, step: Vec<ColumnSpec>) -> Result<()> {
+        if self.has_schema() {
+            return Err(CoreError::usage(
+                "the buffer's columns are already defined (by from_spaces or the first add)",
+            ));
+        }
+        let schema = Schema::new(obs, step)?;
+        let goals = match &self.her {
+            None => None,
+            Some(cfg) => {
+                let (obs, _) = schema.specs();
+                Some(cfg.goal_columns(&obs, schema.obs_is_dict)?)
+            }
+        };
+        self.st.define(schema)?;
+        self.her_goals = goals;
+        Ok(())
+    }
+
+    /// Undo a declaration made by a first add whose inputs turned out invalid.
+    pub(crate) fn forget_schema(&mut self) {
+        self.st.forget_schema();
+        self.her_goals = None;
+    }
+
+    /// Add one vector-env step: row i of every array belongs to env i. Validates everything
+    /// before writing; on error nothing changes. The first call defines the columns.
+    pub fn add(&mut self, s: &Steps<'_>) -> Result<AddOutcome> {
+        let lead = usize::from(s.rew.ndim() == 1);
+        let c = self.define_and_validate(s, lead, Some(self.st.num_envs))?;
+        Ok(self.st.write_rows(&c, |i| i, self.per.as_mut()))
+    }
+
+    /// Add T consecutive vector steps in one call: row i of the arrays is step `i / N` of env
+    /// `i % N` (a `[T, N, ...]` chunk flattened time-major to `[T * N, ...]`; with `N = 1`, T
+    /// steps of one env such as an offline dataset). Equivalent to T `add` calls, validated as a
+    /// whole before anything is written.
+    pub fn extend(&mut self, s: &Steps<'_>) -> Result<AddOutcome> {
+        if s.rew.ndim() != 1 {
+            return Err(CoreError::shape(format!(
+                "rew: expected shape [T * num_envs], got {:?}",
+                s.rew.shape
+            )));
+        }
+        let n_envs = self.st.num_envs;
+        if !s.rew.shape[0].is_multiple_of(n_envs) {
+            return Err(CoreError::shape(format!(
+                "extend: {} rows is not a whole number of steps of {n_envs} envs",
+                s.rew.shape[0]
+            )));
+        }
+        let c = self.define_and_validate(s, 1, None)?;
+        Ok(self.st.write_rows(&c, |i| i % n_envs, self.per.as_mut()))
+    }
+
+    /// Infer the columns on the first call, then validate; a failed first call leaves the
+    /// buffer without columns.
+    fn define_and_validate<'a>(
+        &mut self,
+        s: &Steps<'a>,
+        lead: usize,
+        rows: Option<usize>,
+    ) -> Result<Checked<'a>> {
+        let fresh = !self.has_schema();
+        if fresh {
+            let (obs, step) = Schema::infer(s, lead)?;
+            self.declare(obs, step)?;
+        }
+        match validate::steps(&self.st.schema, s, rows) {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                if fresh {
+                    self.forget_schema();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The checks [`ReplayCore::sample`] makes of its scalar arguments and the buffer's state,
+    /// for a front end to make before it allocates the output arrays.
+    ///
+    /// Errors: `InvalidValue` for arguments [`validate::sample_args`] refuses; `Empty` when no
+    /// transition is stored.
+    pub fn check_sample_args(&self, b: usize, n_step: usize, gamma: f64) -> Result<()> {
+        validate::sample_args(b, n_step, gamma)?;
+        if self.is_empty() {
+            return Err(CoreError::empty(
+                "cannot sample: the buffer holds no transition yet; add some steps first",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sample `b` transitions into `out` (see `BatchOut`). For HER buffers with a user reward,
+    /// `reward_fn` is called once with every relabeled (achieved, desired) pair.
+    ///
+    /// Errors: `InvalidValue` (batch_size, n_step, gamma), `Empty`, `Shape` (out arrays),
+    /// `Usage` (HER without a reward), or the reward function's error. On error the buffer,
+    /// its RNG included, is unchanged.
+    pub fn sample(
+        &mut self,
+        b: usize,
+        n_step: usize,
+        gamma: f64,
+        out: &mut BatchOut<'_>,
+        reward_fn: Option<&mut RewardFn<'_>>,
+    ) -> Result<()> {
+        self.check_sample_args(b, n_step, gamma)?;
+        out.check(&self.st.schema, b, self.per.is_some())?;
+        // a window of m steps spans m + 1 rows of one segment, so m < seg: any larger n_step
+        // gives the same windows (and the prefetch arithmetic stays small)
+        let n_step = n_step.min(self.st.seg);
+        if self.needs_reward_fn() && reward_fn.is_none() {
+            return Err(CoreError::usage(
+                "HER needs a reward: pass compute_reward=... or distance_threshold=...",
+            ));
+        }
+        let rng_before = self.rng.clone();
+        let res = self.sample_inner(b, n_step, gamma, out, reward_fn);
+        if res.is_err() {
+            self.rng = rng_before;
+        }
+        res
+    }
+
+    /// Draw (uniform or prioritized), plan the n-step windows, pick HER goals, gather, relabel,
+    /// weigh. The plain uniform case runs fused in one pass.
+    fn sample_inner(
+        &mut self,
+        b: usize,
+        n_step: usize,
+        gamma: f64,
+        out: &mut BatchOut<'_>,
+        reward_fn: Option<&mut RewardFn<'_>>,
+    ) -> Result<()> {
+        let st = &self.st;
+        let rng = &mut self.rng;
+        if self.per.is_none() && self.her.is_none() {
+            st.sample_fused(rng, b, n_step, gamma, out);
+            return Ok(());
+        }
+        self.scratch.plans(b);
+        match &self.per {
+            Some(per) => sampling::draw_prioritized(per, rng, &mut self.scratch, b),
+            None => st.draw_uniform(rng, self.scratch.plans(b)),
+        }
+        let plans = self.scratch.plans(b);
+        st.plan_windows(plans, n_step, self.her.is_some())?;
+        if let Some(cfg) = &self.her {
+            her::plan_goals(cfg, st, rng, plans);
+        }
+        st.gather(plans, gamma, out);
+        if let (Some(cfg), Some(goals)) = (&self.her, self.her_goals) {
+            her::relabel(cfg, goals, st, plans, gamma, out, reward_fn)?;
+        }
+        // sampling hands out the drawn rows, whose record already names the transition they
+        // hold (set when the add that wrote it handed it out): nothing to write
+        if let (Some(per), Some(w)) = (&self.per, out.weights.as_deref_mut()) {
+            debug_assert!(plans
+                .iter()
+                .all(|pl| st.transition_abs(pl.p) == Some(per.handed_out[pl.p])));
+            per.weights(plans.iter().map(|pl| pl.p), w);
+        }
+        Ok(())
+    }
+
+    /// The plans of the last sample call (for tests and diagnostics).
+    pub fn last_plan(&self, b: usize) -> &[Plan] {
+        &self.scratch.plans[..b.min(self.scratch.plans.len())]
+    }
+
+    /// Set `(p + eps)^alpha` as the priority of the transition each index names.
+    ///
+    /// Which transition an index names: a row index is handed out by `add`/`extend` (the row of
+    /// each transition written) and by `sample` (the rows drawn). With bare row indices the most
+    /// recent hand-out of a row defines the transition its index means, and an update lands if
+    /// and only if the row still holds that transition. Rows that hold no transition now (a
+    /// terminal row, the open row of a running episode, a row never written or cleared) are
+    /// skipped, as are rows whose transition is not the one last handed out; the number skipped
+    /// is returned. An index handed out by `sample` before its row was overwritten is thus
+    /// skipped while the row holds no transition, and lands on the newer transition once an
+    /// `add` has handed the row out for it (Ape-X actors set initial priorities from `add`'s
+    /// indices; a learner whose sampled rows may have been overwritten meanwhile cannot tell
+    /// the two apart with row indices alone).
+    ///
+    /// All inputs are validated before any write, for skipped rows too, and any failure fails
+    /// the whole call: `Shape` for a length mismatch, `InvalidValue` for an index out of
+    /// `[0, rows)`, a negative, NaN or infinite priority, or one whose `(p + eps)^alpha`
+    /// exceeds [`per::MAX_PRIORITY`]; `Usage` on a buffer without prioritized replay.
+    pub fn update_priorities(&mut self, idx: &[i64], prio: &[f64]) -> Result<usize> {
+        let st = &self.st;
+        let Some(per) = self.per.as_mut() else {
+            return Err(CoreError::usage(
+                "update_priorities needs a prioritized buffer",
+            ));
+        };
+        per.update(idx, prio, st.rows, |r| st.transition_abs(r))
+    }
+
+    /// `(total priority mass, smallest positive priority, priority given to new transitions)`
+    /// in O(1), or `None` for a buffer without prioritized replay. A sharded buffer samples each
+    /// shard in proportion to its mass and rescales weights with the global minimum.
+    pub fn priority_stats(&self) -> Option<(f64, f64, f64)> {
+        self.per.as_ref().map(PerState::stats)
+    }
+
+    /// Current priorities `(p + eps)^alpha` of the given rows (0 for non-transition rows).
+    ///
+    /// Errors: `Usage` without prioritized replay; `InvalidValue` for an index out of range.
+    pub fn priorities(&self, idx: &[i64]) -> Result<Vec<f64>> {
+        match self.per.as_ref() {
+            Some(per) => per.priorities(idx, self.st.rows),
+            None => Err(CoreError::usage(
+                "priorities are only defined for prioritized buffers",
+            )),
+        }
+    }
+
+    /// The row of the previous step of the same episode; the episode's first surviving row maps
+    /// to itself. Errors: `InvalidValue` for a row out of range or never written.
+    pub fn prev(&self, idx: &[i64]) -> Result<Vec<i64>> {
+        self.st.prev(idx)
+    }
+    /// The row of the next step of the same episode; the last transition of an episode (and
+    /// the terminal row) map to themselves. Errors: as [`ReplayCore::prev`].
+    pub fn next(&self, idx: &[i64]) -> Result<Vec<i64>> {
+        self.st.next(idx)
+    }
+    /// Per index: (first surviving row of its episode, row holding the episode's final — or, for
+    /// a running episode, newest — observation, number of surviving transitions).
+    /// Errors: as [`ReplayCore::prev`].
+    pub fn episode_bounds(&self, idx: &[i64]) -> Result<(Vec<i64>, Vec<i64>, Vec<i64>)> {
+        self.st.episode_bounds(idx)
+    }
+    /// Rows of the newest transition of every env whose episode is still running.
+    pub fn unfinished_index(&self) -> Vec<i64> {
+        self.st.unfinished_index()
+    }
+    /// Per env: the row of its newest transition, or -1 if it holds none.
+    pub fn last_index(&self) -> Vec<i64> {
+        self.st.last_index()
+    }
+    /// Whether each row currently holds a sampleable transition.
+    /// Errors: `InvalidValue` for a row out of range.
+    pub fn is_transition(&self, idx: &[i64]) -> Result<Vec<bool>> {
+        self.st.is_transition(idx)
+    }
+
+    /// Forget all data (columns keep their memory and schema; the RNG stream continues).
+    pub fn clear(&mut self) {
+        self.st.clear();
+        if let Some(per) = self.per.as_mut() {
+            per.reset();
+        }
+    }
+}
