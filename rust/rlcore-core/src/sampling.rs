@@ -270,6 +270,84 @@ impl Storage {
         }
     }
 
+    /// The alive rows `[lo, hi)` (absolute) of env `e`'s episodes that have ended and are whole
+    /// in the ring, and the number of transitions among them: the running episode is left out,
+    /// and so is the oldest one once the ring has overwritten its first steps.
+    fn finished_range(&self, e: usize) -> (u64, u64, u64) {
+        let s = &self.envs[e];
+        if s.head == 0 {
+            return (0, 0, 0);
+        }
+        let mut lo = self.alive_lo(e);
+        let (hi, open_transitions) = if s.open {
+            let start = self.ep_start[self.ep_rec(e, s.next_ep)].max(lo);
+            (start, (s.head - 1).saturating_sub(start))
+        } else {
+            (s.head, 0)
+        };
+        let mut transitions = s.n_trans.saturating_sub(open_transitions);
+        if lo < hi {
+            let rec = self.ep_rec(e, self.ep_id(self.phys(e, lo)));
+            if self.ep_start[rec] < lo {
+                // closed (it lies before the running one); its rows lo .. end - 1 are transitions
+                let end = self.ep_end[rec];
+                transitions = transitions.saturating_sub(end - lo);
+                lo = end + 1;
+            }
+        }
+        (lo, hi.max(lo), transitions)
+    }
+
+    /// Draw B rows uniformly among the transitions of finished, whole episodes (see
+    /// [`Storage::finished_range`]) into `plans[i].p`, rejecting terminal rows.
+    ///
+    /// Errors: `Usage` while no episode has finished.
+    pub(crate) fn draw_finished(&self, rng: &mut Rng, plans: &mut [Plan]) -> Result<()> {
+        let ranges: Vec<(u64, u64, u64)> =
+            (0..self.num_envs).map(|e| self.finished_range(e)).collect();
+        if ranges.iter().all(|r| r.2 == 0) {
+            return Err(CoreError::usage(
+                "cannot sample yet: this buffer samples only finished episodes and none has \
+                 ended; start learning after more steps than the longest episode takes \
+                 (learning_starts)",
+            ));
+        }
+        let total: u64 = ranges.iter().map(|r| r.1 - r.0).sum();
+        for pl in plans.iter_mut() {
+            loop {
+                let mut r = rng.below(total);
+                let mut e = 0;
+                while r >= ranges[e].1 - ranges[e].0 {
+                    r -= ranges[e].1 - ranges[e].0;
+                    e += 1;
+                }
+                let p = self.phys(e, ranges[e].0 + r);
+                if self.flag(p) & F_TRANSITION != 0 {
+                    pl.p = p;
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Plans for the given rows, each of which must hold a transition.
+    ///
+    /// Errors: `InvalidValue` for a row out of range or one that holds no transition.
+    pub(crate) fn plans_at(&self, idx: &[i64], plans: &mut [Plan]) -> Result<()> {
+        for (pl, &i) in plans.iter_mut().zip(idx) {
+            if i < 0 || i as usize >= self.rows || self.transition_abs(i as usize).is_none() {
+                return Err(CoreError::value(format!(
+                    "index {i} does not hold a transition (rows are 0..{}; a terminal row, the \
+                     newest row of a running episode and unwritten rows hold none)",
+                    self.rows
+                )));
+            }
+            pl.p = i as usize;
+        }
+        Ok(())
+    }
+
     /// Fill each plan's window from its row p: m = min(n, first k >= 1 whose row t + k is not a
     /// transition). Row t + k − 1 being a transition means row t + k holds its next observation
     /// in the same episode: another transition, the terminal row, or the open row of a running

@@ -802,8 +802,9 @@ impl RawBuffer {
     }
 }
 
-/// (strategy, future_k, distance_threshold, achieved goal key, desired goal key).
-type HerTuple = (String, f64, Option<f64>, String, String);
+/// (strategy, future_k, distance_threshold, achieved goal key, desired goal key, finished_only,
+/// exact_ratio).
+type HerTuple = (String, f64, Option<f64>, String, String, bool, bool);
 
 /// Gathers larger than this many bytes release the GIL.
 const DETACH_BYTES: usize = 1 << 20;
@@ -869,11 +870,13 @@ impl RawBuffer {
     #[pyo3(signature = (capacity, *, num_envs=Given(None), seed=None, prioritized=false,
                         alpha=Given(None), beta=Given(None), eps=Given(None), her_strategy=None,
                         future_k=Given(None), distance_threshold=None,
-                        achieved_goal_key="achieved_goal", desired_goal_key="desired_goal"),
+                        achieved_goal_key="achieved_goal", desired_goal_key="desired_goal",
+                        finished_only=false, exact_ratio=false),
            text_signature = "(capacity, *, num_envs=1, seed=None, prioritized=False, alpha=0.6, \
                              beta=0.4, eps=1e-06, her_strategy=None, future_k=4.0, \
                              distance_threshold=None, achieved_goal_key='achieved_goal', \
-                             desired_goal_key='desired_goal')")]
+                             desired_goal_key='desired_goal', finished_only=False, \
+                             exact_ratio=False)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -889,6 +892,8 @@ impl RawBuffer {
         distance_threshold: Option<&Bound<'_, PyAny>>,
         achieved_goal_key: &str,
         desired_goal_key: &str,
+        finished_only: bool,
+        exact_ratio: bool,
     ) -> PyResult<Self> {
         let capacity = count_arg(capacity, "capacity")?;
         let num_envs = num_envs.count("num_envs", 1)?;
@@ -916,6 +921,8 @@ impl RawBuffer {
                 distance_threshold,
                 achieved_goal: achieved_goal_key.to_string(),
                 desired_goal: desired_goal_key.to_string(),
+                finished_only,
+                exact_ratio,
             })
             .or_py(py)?;
         }
@@ -985,7 +992,10 @@ impl RawBuffer {
     }
 
     /// Sample into fresh (or `out`) arrays; returns the fields of a TransitionBatch as a tuple.
-    #[pyo3(signature = (batch_size, n_step, gamma, out, compute_reward))]
+    /// With `indices` (and for HER `goal_indices`), the batch of those rows instead of a draw
+    /// (`batch_size` must then be their count).
+    #[pyo3(signature = (batch_size, n_step, gamma, out, compute_reward, indices=None, goal_indices=None))]
+    #[allow(clippy::too_many_arguments)]
     fn _sample<'py>(
         &self,
         py: Python<'py>,
@@ -994,7 +1004,13 @@ impl RawBuffer {
         gamma: &Bound<'py, PyAny>,
         out: Option<&Bound<'py, PyAny>>,
         compute_reward: Option<&Bound<'py, PyAny>>,
+        indices: Option<&Bound<'py, PyAny>>,
+        goal_indices: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
+        let at = indices.map(|a| idx_vec(py, a, "indices")).transpose()?;
+        let goals_at = goal_indices
+            .map(|a| idx_vec(py, a, "goal_indices"))
+            .transpose()?;
         let batch_size = count_arg(batch_size, "batch_size")?;
         let n_step = count_arg(n_step, "n_step")?;
         let gamma = float_arg(gamma, "gamma")?;
@@ -1180,18 +1196,24 @@ impl RawBuffer {
                         }
                     }
                 };
-                let r = core.sample(b, n, gamma, &mut bo, Some(&mut call));
+                let r = match &at {
+                    Some(ix) => core.sample_at(ix, goals_at.as_deref(), n, gamma, &mut bo, Some(&mut call)),
+                    None => core.sample(b, n, gamma, &mut bo, Some(&mut call)),
+                };
                 if let Some(e) = stash {
                     return Err(e);
                 }
                 r.or_py(py)?;
             }
             _ => {
+                let mut run = || match &at {
+                    Some(ix) => core.sample_at(ix, goals_at.as_deref(), n, gamma, &mut bo, None),
+                    None => core.sample(b, n, gamma, &mut bo, None),
+                };
                 if b * row_bytes > DETACH_BYTES {
-                    py.detach(|| core.sample(b, n, gamma, &mut bo, None))
-                        .or_py(py)?;
+                    py.detach(run).or_py(py)?;
                 } else {
-                    core.sample(b, n, gamma, &mut bo, None).or_py(py)?;
+                    run().or_py(py)?;
                 }
             }
         }
@@ -1296,6 +1318,8 @@ impl RawBuffer {
                 h.distance_threshold,
                 h.achieved_goal.clone(),
                 h.desired_goal.clone(),
+                h.finished_only,
+                h.exact_ratio,
             )
         }))
     }
