@@ -5,7 +5,7 @@
 use crate::dtype::{read_f64, Array, DType};
 use crate::error::{CoreError, Result};
 use crate::rng::Rng;
-use crate::sampling::{BatchOut, Plan};
+use crate::sampling::{discounted_sum, BatchOut, Plan};
 use crate::schema::{obs_key, ColumnSpec};
 use crate::storage::Storage;
 
@@ -273,14 +273,12 @@ pub(crate) fn relabel(
                     continue;
                 }
                 let g = st.cell(ag_col, pl.goal_row);
-                let mut acc = 0.0f64;
-                let mut disc = 1.0f64;
-                for r in window_rows(pl) {
+                // -(d > eps) as gymnasium-robotics computes it: -1.0, or -0.0 on success
+                let rews = window_rows(pl).map(|r| {
                     let d = goal_distance(dt, st.cell(ag_col, r), g);
-                    acc += disc * if d > eps { -1.0 } else { 0.0 };
-                    disc *= gamma;
-                }
-                out.rew[i] = acc as f32;
+                    -f64::from(u8::from(d > eps))
+                });
+                out.rew[i] = discounted_sum(rews, gamma).0 as f32;
             }
         }
         None => {
@@ -328,14 +326,10 @@ pub(crate) fn relabel(
                 if pl.goal_row == usize::MAX {
                     continue;
                 }
-                let mut acc = 0.0f64;
-                let mut disc = 1.0f64;
-                for k in 0..pl.m as usize {
-                    acc += disc * rewards[k0 + k] as f64;
-                    disc *= gamma;
-                }
-                k0 += pl.m as usize;
-                out.rew[i] = acc as f32;
+                let m = pl.m as usize;
+                let rews = rewards[k0..k0 + m].iter().map(|&r| r as f64);
+                out.rew[i] = discounted_sum(rews, gamma).0 as f32;
+                k0 += m;
             }
         }
     }

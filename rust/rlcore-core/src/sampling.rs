@@ -280,7 +280,7 @@ impl Storage {
         }
         let mut lo = self.alive_lo(e);
         let (hi, open_transitions) = if s.open {
-            let start = self.ep_start[self.ep_rec(e, s.next_ep)].max(lo);
+            let start = self.ep_start[self.ep_rec(e, s.next_ep - 1)].max(lo);
             (start, (s.head - 1).saturating_sub(start))
         } else {
             (s.head, 0)
@@ -473,15 +473,13 @@ impl Storage {
             let (rew, g_m) = if pl.m == 1 {
                 (self.rew(pl.p) as f64, gamma)
             } else {
-                let mut acc = 0.0f64;
-                let mut g = 1.0f64;
                 let mut r = pl.p;
-                for _ in 0..pl.m {
-                    acc += g * self.rew(r) as f64;
-                    g *= gamma;
+                let rews = (0..pl.m).map(|_| {
+                    let x = self.rew(r) as f64;
                     r = self.next_row(r);
-                }
-                (acc, g)
+                    x
+                });
+                discounted_sum(rews, gamma)
             };
             let term = self.term(pl.last);
             out.rew[i] = rew as f32;
@@ -495,6 +493,20 @@ impl Storage {
 
 /// Only alive transition rows are ever drawn; reaching this is a bug in the core.
 #[cold]
+/// `sum_k gamma^k r_k` in f64 (Sutton & Barto 2018, eq. 7.1), the first term taken as is, so that
+/// a window of `-0.0` rewards (gymnasium-robotics' sparse reward on success) sums to `-0.0`, as
+/// a float sum of them does in NumPy; 0 for no terms. Returns (the sum, gamma^m) for m terms.
+pub(crate) fn discounted_sum(rews: impl Iterator<Item = f64>, gamma: f64) -> (f64, f64) {
+    let mut acc: Option<f64> = None;
+    let mut disc = 1.0f64;
+    for r in rews {
+        let term = disc * r;
+        acc = Some(acc.map_or(term, |a| a + term));
+        disc *= gamma;
+    }
+    (acc.unwrap_or(0.0), disc)
+}
+
 fn internal_row_error() -> CoreError {
     CoreError::corrupt("rlcore internal error: drew a row that holds no data; please report it")
 }
