@@ -557,11 +557,11 @@ def test_size_full_pos_tell_what_can_be_sampled_and_match_sb3_until_short_episod
         start, end, _ = core.episode_bounds(rows)
         flags = core.column("flags")
         rows = rows[((flags[start] & 2) != 0) & ((flags[end] & (4 | 8)) != 0)]
-        if rows.size == 0:  # episodes longer than the ring: none is whole, SB3 raises too
+        if rows.size == 0:
+            # episodes longer than the ring: none is whole, so there is nothing to sample (SB3
+            # 2.9 samples on, from episode bounds taken modulo its buffer: a stated difference)
             with pytest.raises(RuntimeError, match="finished episodes"):
                 ours.sample(4)
-            with pytest.raises(RuntimeError):
-                ref.sample(4)
             return
     s = ours.sample(4000)
     obs = s.observations["observation"] if goal else s.observations

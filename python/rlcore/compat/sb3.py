@@ -45,6 +45,8 @@ Differences from SB3's buffers (deliberate):
 - ``HerReplayBuffer`` samples as SB3's by default (``exact_parity=True``): only transitions of
   finished episodes whole in the ring (a ``RuntimeError`` before the first episode ends) and
   exactly ``int(B * k / (k + 1))`` relabeled samples placed last in the batch.
+  (One difference remains: an episode longer than ``buffer_size`` is never whole in the ring,
+  so it is not sampled; SB3 2.9 samples it with episode bounds taken modulo its buffer.)
   ``exact_parity=False`` gives rlcore's own HER sampling: running episodes are sampled too
   (relabeling from their stored part) and each sample is relabeled independently with
   probability k / (k + 1).
