@@ -13,6 +13,9 @@ SB3's draws are recorded from the arguments SB3 passes to its own helpers (``_ge
 so nothing of SB3's sampling is re-implemented here.
 """
 
+# SB3 draws from NumPy's legacy global generator; recording and replaying its draws needs it.
+# ruff: noqa: NPY002
+
 from __future__ import annotations
 
 import warnings
@@ -26,11 +29,10 @@ gymnasium_robotics = pytest.importorskip("gymnasium_robotics")
 
 import gymnasium as gym  # noqa: E402
 import torch as th  # noqa: E402
+from rlcore.compat import sb3 as compat  # noqa: E402
 from stable_baselines3.common import buffers as sb3_buffers  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 from stable_baselines3.her import HerReplayBuffer as SB3Her  # noqa: E402
-
-from rlcore.compat import sb3 as compat  # noqa: E402
 
 gym.register_envs(gymnasium_robotics)
 
@@ -113,7 +115,9 @@ class _RecordingHer(SB3Her):
         self.drawn["real"] = (batch_indices.copy(), env_indices.copy())
         return super()._get_real_samples(batch_indices, env_indices, env)
 
-    def _get_virtual_samples(self, batch_indices: np.ndarray, env_indices: np.ndarray, env: Any = None) -> Any:
+    def _get_virtual_samples(
+        self, batch_indices: np.ndarray, env_indices: np.ndarray, env: Any = None
+    ) -> Any:
         self.drawn["virtual"] = (batch_indices.copy(), env_indices.copy())
         return super()._get_virtual_samples(batch_indices, env_indices, env)
 
@@ -122,7 +126,7 @@ class _RecordingHer(SB3Her):
         # the transition whose next achieved goal SB3 took: search the sample's episode (goals
         # of a random-action FetchReach episode are distinct; an equal one gives the same batch)
         steps = []
-        for b, e, g in zip(batch_indices, env_indices, goals):
+        for b, e, g in zip(batch_indices, env_indices, goals, strict=True):
             start, length = self.ep_start[b, e], self.ep_length[b, e]
             cand = (start + np.arange(length)) % self.buffer_size
             hit = np.flatnonzero((self.next_observations["achieved_goal"][cand, e] == g).all(axis=1))
@@ -156,8 +160,12 @@ def test_her_batches_equal_sb3s_bit_for_bit_when_given_sb3s_draws(n_envs: int, s
         real_b, real_e = theirs.drawn["real"]
         virt_b, virt_e = theirs.drawn["virtual"]
         assert virt_b.size == int((1 - 1 / 5) * BATCH)  # SB3's count, which exact parity matches
-        rows = [cells[(b, e)] for b, e in zip(real_b, real_e)] + [cells[(b, e)] for b, e in zip(virt_b, virt_e)]
-        goal_rows = [-1] * real_b.size + [cells[(g, e)] for g, e in zip(theirs.drawn["goal_steps"], virt_e)]
+        rows = [cells[(b, e)] for b, e in zip(real_b, real_e, strict=True)] + [
+            cells[(b, e)] for b, e in zip(virt_b, virt_e, strict=True)
+        ]
+        goal_rows = [-1] * real_b.size + [
+            cells[(g, e)] for g, e in zip(theirs.drawn["goal_steps"], virt_e, strict=True)
+        ]
         _assert_same(ours.sample_at(np.asarray(rows), np.asarray(goal_rows)), sb3_batch)
     np.random.set_state(rng_state)
 
@@ -224,6 +232,6 @@ def test_plain_dict_and_n_step_batches_equal_sb3s_when_given_sb3s_draws(n_envs: 
     for _ in range(BATCHES):
         sb3_batch = theirs.sample(BATCH)
         b_inds, e_inds = theirs.drawn
-        rows = np.asarray([cells[(b, e)] for b, e in zip(b_inds, e_inds)])
+        rows = np.asarray([cells[(b, e)] for b, e in zip(b_inds, e_inds, strict=True)])
         _assert_same(ours.sample_at(rows), sb3_batch, rewards_within_ulp=kind == "n_step")
     np.random.set_state(rng_state)

@@ -303,7 +303,9 @@ impl ReplayCore {
         self.scratch.plans(b);
         match (&self.per, &self.her) {
             (Some(per), _) => sampling::draw_prioritized(per, rng, &mut self.scratch, b),
-            (None, Some(cfg)) if cfg.finished_only => st.draw_finished(rng, self.scratch.plans(b))?,
+            (None, Some(cfg)) if cfg.finished_only => {
+                st.draw_finished(rng, self.scratch.plans(b))?
+            }
             (None, _) => st.draw_uniform(rng, self.scratch.plans(b)),
         }
         let plans = self.scratch.plans(b);

@@ -1197,7 +1197,9 @@ impl RawBuffer {
                     }
                 };
                 let r = match &at {
-                    Some(ix) => core.sample_at(ix, goals_at.as_deref(), n, gamma, &mut bo, Some(&mut call)),
+                    Some(ix) => {
+                        core.sample_at(ix, goals_at.as_deref(), n, gamma, &mut bo, Some(&mut call))
+                    }
                     None => core.sample(b, n, gamma, &mut bo, Some(&mut call)),
                 };
                 if let Some(e) = stash {
