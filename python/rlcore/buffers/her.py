@@ -9,7 +9,14 @@ import numpy as np
 
 from rlcore._core import RawBuffer
 from rlcore.batch import TransitionBatch
-from rlcore.buffers.replay import ReplayBuffer, _instance_state, _new_batch, _offline_capacity, _restore
+from rlcore.buffers.replay import (
+    ReplayBuffer,
+    _index_array,
+    _instance_state,
+    _new_batch,
+    _offline_capacity,
+    _restore,
+)
 from rlcore.errors import ApiUsageError, InvalidValueError
 
 
@@ -17,8 +24,13 @@ class HERReplayBuffer(ReplayBuffer):
     """Hindsight Experience Replay (Andrychowicz et al. 2017) for goal envs with dict
     observations ``{observation, achieved_goal, desired_goal}``.
 
-    Each sampled transition is relabeled independently with probability
-    ``future_k / (future_k + 1)``: strategy ``"future"`` picks t' uniformly in [t, e − 1] of
+    Two sampling modes. By default every stored transition is drawn (the running episodes'
+    stored part too) and each sampled transition is relabeled independently with probability
+    ``future_k / (future_k + 1)``. ``finished_only=True`` draws only transitions of episodes that
+    have ended and are whole in the ring (before the first episode ends, ``sample`` raises), and
+    ``exact_ratio=True`` relabels exactly the last ``⌊B·(1 − 1/(k + 1))⌋`` samples of a batch of
+    B, as Stable-Baselines3's ``HerReplayBuffer`` does (both are on in
+    :class:`rlcore.compat.sb3.HerReplayBuffer`). Goals: strategy ``"future"`` picks t' uniformly in [t, e − 1] of
     its episode, ``"final"`` picks e − 1, ``"episode"`` picks uniformly in [s, e − 1]; the new
     goal is ``achieved_goal`` of o_{t'+1} (the goal reached *after* step t'). It replaces
     ``desired_goal`` in ``obs`` and ``obs_next``, and every reward of the (n-step) window is
@@ -41,10 +53,13 @@ class HERReplayBuffer(ReplayBuffer):
         alpha: with ``prioritized``: priority exponent.
         beta: with ``prioritized``: importance-sampling exponent.
         eps: with ``prioritized``: added to every priority.
+        finished_only: draw only transitions of finished episodes whole in the ring.
+        exact_ratio: relabel exactly ``⌊B·(1 − 1/(k + 1))⌋`` samples per batch (the last ones).
 
     Raises:
         InvalidValueError: neither or both of ``compute_reward`` and ``distance_threshold``, a
-            non-callable ``compute_reward``, unknown strategy, future_k < 0.
+            non-callable ``compute_reward``, unknown strategy, future_k < 0,
+            ``finished_only`` with ``prioritized``.
         ShapeError: (at the first add) observations without the goal keys, or achieved and
             desired goals of different shapes.
     """
@@ -67,6 +82,8 @@ class HERReplayBuffer(ReplayBuffer):
         alpha: float = 0.6,
         beta: float = 0.4,
         eps: float = 1e-6,
+        finished_only: bool = False,
+        exact_ratio: bool = False,
     ) -> HERReplayBuffer:
         if (compute_reward is None) == (distance_threshold is None):
             raise InvalidValueError(
@@ -93,6 +110,8 @@ class HERReplayBuffer(ReplayBuffer):
             distance_threshold=distance_threshold,
             achieved_goal_key=goal_keys[1],
             desired_goal_key=goal_keys[2],
+            finished_only=bool(finished_only),
+            exact_ratio=bool(exact_ratio),
         )
         self._compute_reward = compute_reward
         self._goal_keys = tuple(goal_keys)
@@ -117,6 +136,8 @@ class HERReplayBuffer(ReplayBuffer):
         beta: float = 0.4,
         eps: float = 1e-6,
         extras: Mapping[str, Any] | None = None,
+        finished_only: bool = False,
+        exact_ratio: bool = False,
     ) -> HERReplayBuffer:
         """As :meth:`ReplayBuffer.from_spaces`, with the HER parameters.
 
@@ -146,6 +167,8 @@ class HERReplayBuffer(ReplayBuffer):
             alpha=alpha,
             beta=beta,
             eps=eps,
+            finished_only=finished_only,
+            exact_ratio=exact_ratio,
         )
         buf._declare_spaces(observation_space, action_space, extras)
         return buf
@@ -172,6 +195,8 @@ class HERReplayBuffer(ReplayBuffer):
         alpha: float = 0.6,
         beta: float = 0.4,
         eps: float = 1e-6,
+        finished_only: bool = False,
+        exact_ratio: bool = False,
     ) -> HERReplayBuffer:
         """As :meth:`ReplayBuffer.from_arrays` (an offline dataset of goal-env episodes), with
         the HER parameters of the class."""
@@ -189,6 +214,8 @@ class HERReplayBuffer(ReplayBuffer):
             alpha=alpha,
             beta=beta,
             eps=eps,
+            finished_only=finished_only,
+            exact_ratio=exact_ratio,
         )
         buf._extend(obs, act, rew_a, terminated, truncated, obs_next, extras=dict(extras or {}))
         return buf
@@ -210,6 +237,31 @@ class HERReplayBuffer(ReplayBuffer):
         """
         return _new_batch(TransitionBatch, self._sample(batch_size, n_step, gamma, out, self._compute_reward))
 
+    def sample_at(  # type: ignore[override]
+        self,
+        indices: Any,
+        goal_indices: Any = None,
+        *,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        out: TransitionBatch | None = None,
+    ) -> TransitionBatch:
+        """The batch of the rows ``indices`` (as :meth:`ReplayBuffer.sample_at`) with chosen
+        goals: sample i takes the achieved goal after the transition at row ``goal_indices[i]``
+        (a transition of the same episode; -1 keeps the stored goal) and its rewards are
+        recomputed. Without ``goal_indices`` no sample is relabeled. Uses no randomness.
+
+        Raises:
+            InvalidValueError: as :meth:`ReplayBuffer.sample_at`; a goal row of another episode
+                or one that holds no transition; ``goal_indices`` of another length.
+            DTypeError: non-integer indices.
+        """
+        idx = _index_array(indices)
+        goals = None if goal_indices is None else _index_array(goal_indices)
+        return _new_batch(
+            TransitionBatch, self._sample(idx.size, n_step, gamma, out, self._compute_reward, idx, goals)
+        )
+
     @property
     def strategy(self) -> str:
         return self._her_config()[0]
@@ -222,8 +274,16 @@ class HERReplayBuffer(ReplayBuffer):
     def distance_threshold(self) -> float | None:
         return self._her_config()[2]
 
+    @property
+    def finished_only(self) -> bool:
+        return self._her_config()[5]
+
+    @property
+    def exact_ratio(self) -> bool:
+        return self._her_config()[6]
+
     def _config(self) -> dict[str, Any]:
-        strategy, future_k, threshold, _, _ = self._her_config()
+        strategy, future_k, threshold, _, _, finished_only, exact_ratio = self._her_config()
         cfg = {
             **super()._config(),
             "strategy": strategy,
@@ -231,6 +291,8 @@ class HERReplayBuffer(ReplayBuffer):
             "distance_threshold": threshold,
             "goal_keys": list(self._goal_keys),
             "prioritized": self.prioritized,
+            "finished_only": finished_only,
+            "exact_ratio": exact_ratio,
         }
         if self.prioritized:
             cfg.update(alpha=self.alpha, beta=self.beta, eps=self.eps)
@@ -259,6 +321,8 @@ class HERReplayBuffer(ReplayBuffer):
             distance_threshold=threshold,
             goal_keys=tuple(config["goal_keys"]),
             prioritized=bool(config.get("prioritized")),
+            finished_only=bool(config.get("finished_only", False)),
+            exact_ratio=bool(config.get("exact_ratio", False)),
             **per,
         )
 

@@ -22,12 +22,24 @@ import numpy as np
 from rlcore._core import AddResult, RawBuffer, _state_layout
 from rlcore.batch import TransitionBatch
 from rlcore.buffers import persist
-from rlcore.errors import ApiUsageError, RlcoreError, SaveFileError, ShapeError
+from rlcore.errors import ApiUsageError, DTypeError, RlcoreError, SaveFileError, ShapeError
 
 __all__ = ["ReplayBuffer"]
 
 
 _new_batch = tuple.__new__
+
+
+def _index_array(indices: Any) -> np.ndarray:
+    """``indices`` as a 1-D int64 array (the core checks the values).
+
+    Raises:
+        DTypeError: not integers.
+    """
+    a = np.asarray(indices)
+    if a.dtype.kind not in "iu":
+        raise DTypeError(f"indices must be integers, got dtype {a.dtype}")
+    return np.ascontiguousarray(a.reshape(-1), dtype=np.int64)
 
 
 def _space_spec(name: str, space: Any) -> tuple[str, str, tuple[int, ...]]:
@@ -280,6 +292,34 @@ class ReplayBuffer(RawBuffer):
                 that is not a batch of this buffer (a missing field, obs key or extra).
         """
         return _new_batch(TransitionBatch, self._sample(batch_size, n_step, gamma, out, None))
+
+    def sample_at(
+        self,
+        indices: Any,
+        *,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        out: TransitionBatch | None = None,
+    ) -> TransitionBatch:
+        """The batch that :meth:`sample` returns when it draws the rows ``indices``, in that
+        order: the same n-step windows, fields and (for prioritized buffers) IS weights, with
+        no randomness used and nothing changed. For re-reading chosen transitions and for
+        replaying another library's draws on this buffer.
+
+        Args:
+            indices: ``[B]`` integer row indices, each holding a transition (as
+                ``TransitionBatch.indices``, ``AddResult.indices`` or :meth:`last_index` give
+                them).
+            n_step, gamma, out: as :meth:`sample`.
+
+        Raises:
+            InvalidValueError: an empty ``indices``, a row out of ``[0, capacity)`` or one that
+                holds no transition (see :meth:`is_transition`); n_step/gamma as :meth:`sample`.
+            DTypeError: non-integer ``indices``.
+            ShapeError, DTypeError, ApiUsageError: ``out`` as :meth:`sample`.
+        """
+        idx = _index_array(indices)
+        return _new_batch(TransitionBatch, self._sample(idx.size, n_step, gamma, out, None, idx))
 
     # -- views --------------------------------------------------------------------------------
 

@@ -42,10 +42,14 @@ Differences from SB3's buffers (deliberate):
 - Randomness: the core owns its generator (seed ``seed``, or derived from NumPy's global state
   without consuming it, so ``set_random_seed`` in SB3 makes runs repeatable). SB3's
   ``np.random`` stream is not used by sampling.
-- ``HerReplayBuffer`` also samples transitions of still-running episodes (relabeling from
-  their stored part); SB3 samples finished episodes only and raises before the first one ends.
-  Each sample is relabeled independently with probability k / (k + 1) instead of exactly
-  ``int(B * k / (k + 1))`` samples placed last in the batch.
+- ``HerReplayBuffer`` samples as SB3's by default (``exact_parity=True``): only transitions of
+  finished episodes whole in the ring (a ``RuntimeError`` before the first episode ends) and
+  exactly ``int(B * k / (k + 1))`` relabeled samples placed last in the batch.
+  (One difference remains: an episode longer than ``buffer_size`` is never whole in the ring,
+  so it is not sampled; SB3 2.9 samples it with episode bounds taken modulo its buffer.)
+  ``exact_parity=False`` gives rlcore's own HER sampling: running episodes are sampled too
+  (relabeling from their stored part) and each sample is relabeled independently with
+  probability k / (k + 1).
 - ``NStepReplayBuffer`` with ``VecNormalize(norm_reward=True)``: the n-step sum is normalized
   once (``normalize_reward(sum)``); SB3 normalizes (and clips) each reward of the window
   before summing. Equal unless the clip is reached.
@@ -295,6 +299,27 @@ class _CoreStorage:
         """
         return self._samples(self._core.sample(batch_size, n_step=self._n_step, gamma=self._gamma), env)
 
+    def sample_at(self, indices: np.ndarray, goal_indices: np.ndarray | None = None, env: Any = None) -> Any:
+        """The samples of the core rows ``indices`` (as :meth:`sample` returns them had it drawn
+        those rows, in that order), for replaying draws made elsewhere, e.g. SB3's own buffer's
+        on the same stream (the draw-injection tests). ``goal_indices`` (HER only): per sample,
+        the core row of the transition whose next achieved goal becomes the goal, -1 to keep it.
+        Core rows: :meth:`rlcore.ReplayBuffer.last_index` after an ``add`` gives each env's row.
+
+        Raises:
+            rlcore.errors.InvalidValueError: a row that holds no transition, a goal row of
+                another episode.
+        """
+        if goal_indices is None:
+            batch = self._core.sample_at(indices, n_step=self._n_step, gamma=self._gamma)
+        else:
+            batch = self._core.sample_at(indices, goal_indices)  # type: ignore[call-arg]
+        return self._samples(batch, env, self._discounts(batch))
+
+    def _discounts(self, batch: Any) -> np.ndarray | None:
+        """SB3's n-step ``discounts = gamma^m`` of a batch (None for 1-step buffers)."""
+        return None
+
     def _get_samples(self, batch_inds: np.ndarray, env: Any = None) -> Any:
         raise NotImplementedError(
             "rlcore.compat.sb3 buffers sample inside the core; SB3 row indices do not address them, "
@@ -458,25 +483,29 @@ class NStepReplayBuffer(_CoreStorage, _sb3_buffers.NStepReplayBuffer):
         """As :meth:`ReplayBuffer.sample`, with n-step ``rewards``, ``next_observations``,
         ``dones`` and ``discounts = gamma^m`` (see the class docstring)."""
         batch = self._core.sample(batch_size, n_step=self._n_step, gamma=self._gamma)
-        # the core's discount is gamma^m * (1 - terminated); SB3 keeps gamma^m apart from dones
-        discounts = batch.discount.copy()
-        term = np.flatnonzero(batch.terminated)
-        if term.size:
-            # a terminated window ends at its episode's terminal row e, so m = e - t (in the ring)
-            idx = batch.indices[term]
-            _, end, _ = self._core.episode_bounds(idx)
-            m = (end - idx) % self._core.segment_len
-            discounts[term] = np.float32(self._gamma) ** m.astype(np.float32)
-        return self._samples(batch, env, discounts)
+        return self._samples(batch, env, self._discounts(batch))
+
+    def _discounts(self, batch: Any) -> np.ndarray:
+        """SB3's ``discounts = gamma^m`` ``[B]`` float32, computed as SB3 computes it (a float32
+        power), where the core's ``discount`` is ``gamma^m * (1 - terminated)`` in float64.
+
+        A window ends at the n-th step, at its episode's last row e (terminal row, or the open
+        row of a running episode) or at the newest stored step, which is that open row: so
+        ``m = min(n, e - t)`` (rows counted in the ring)."""
+        _, end, _ = self._core.episode_bounds(batch.indices)
+        m = np.minimum((end - batch.indices) % self._core.segment_len, self._n_step)
+        return np.float32(self._gamma) ** m.astype(np.float32)
 
 
 class HerReplayBuffer(_CoreStorage, _sb3_her.HerReplayBuffer):
     """SB3's ``HerReplayBuffer`` (Andrychowicz et al. 2017) backed by the rlcore core's HER.
 
-    Each sampled transition is relabeled with probability ``n_sampled_goal / (n_sampled_goal +
-    1)``: ``"future"`` takes the achieved goal after a step t' uniform in [t, end of episode]
-    (inclusive of t, as SB3), ``"final"`` after the episode's last step, ``"episode"`` after a
-    step uniform over the episode. The new goal replaces ``desired_goal`` in ``observations``
+    With ``exact_parity`` (the default, as SB3) batches are drawn from finished episodes only
+    and exactly ``int(B * k / (k + 1))`` of them, the last ones, are relabeled (k =
+    ``n_sampled_goal``); without it every stored transition is drawn and each is relabeled with
+    probability ``k / (k + 1)``. ``"future"`` takes the achieved goal after a step t' uniform
+    in [t, end of episode] (inclusive of t, as SB3), ``"final"`` after the episode's last step,
+    ``"episode"`` after a step uniform over the episode. The new goal replaces ``desired_goal`` in ``observations``
     and ``next_observations`` and the reward is recomputed in one batched call of
     ``env.env_method("compute_reward", next_achieved_goal [M, G], new_goal [M, G], infos,
     indices=[0])`` — exactly SB3's call — or, with ``distance_threshold``, natively in Rust as
@@ -491,6 +520,9 @@ class HerReplayBuffer(_CoreStorage, _sb3_her.HerReplayBuffer):
         copy_info_dict: must be False (see the module docstring).
         distance_threshold: use the native Fetch-style reward instead of ``env``'s
             ``compute_reward`` (it must be the env's own threshold and sparse reward).
+        exact_parity: sample as SB3's buffer does (default): finished episodes only, exactly
+            ``int(B * k / (k + 1))`` relabeled samples, last in the batch. False: rlcore's own
+            HER sampling (see the module docstring, "Differences").
 
     Raises:
         ValueError: ``optimize_memory_usage=True``, a non-Dict observation space or one
@@ -518,6 +550,7 @@ class HerReplayBuffer(_CoreStorage, _sb3_her.HerReplayBuffer):
         seed: int | None = None,
         extra_rows: int | None = None,
         distance_threshold: float | None = None,
+        exact_parity: bool = True,
     ) -> None:
         if not isinstance(observation_space, spaces.Dict) or any(
             k not in observation_space.spaces for k in ("observation", "achieved_goal", "desired_goal")
@@ -539,6 +572,7 @@ class HerReplayBuffer(_CoreStorage, _sb3_her.HerReplayBuffer):
         self.n_sampled_goal = n_sampled_goal
         self.her_ratio = 1 - (1.0 / (n_sampled_goal + 1))
         self.distance_threshold = distance_threshold
+        self.exact_parity = bool(exact_parity)
         self._init_storage(
             buffer_size,
             observation_space,
@@ -561,6 +595,8 @@ class HerReplayBuffer(_CoreStorage, _sb3_her.HerReplayBuffer):
             future_k=float(self.n_sampled_goal),
             compute_reward=None if self.distance_threshold is not None else self._compute_reward,
             distance_threshold=self.distance_threshold,
+            finished_only=getattr(self, "exact_parity", False),
+            exact_ratio=getattr(self, "exact_parity", False),
         )
         core._declare(_obs_specs(self.observation_space), [("act", self._act_dtype.name, (self.action_dim,))])
         return core
@@ -590,7 +626,8 @@ class HerReplayBuffer(_CoreStorage, _sb3_her.HerReplayBuffer):
 
         Raises:
             rlcore.errors.EmptyBufferError: nothing stored yet.
-            rlcore.errors.ApiUsageError: no env to compute rewards with (call ``set_env``).
+            rlcore.errors.ApiUsageError: no env to compute rewards with (call ``set_env``); with
+                ``exact_parity``, no episode has finished yet (a ``RuntimeError``, as SB3's).
         """
         return self._samples(self._core.sample(batch_size), env)
 

@@ -5,7 +5,7 @@
 use crate::dtype::{read_f64, Array, DType};
 use crate::error::{CoreError, Result};
 use crate::rng::Rng;
-use crate::sampling::{BatchOut, Plan};
+use crate::sampling::{discounted_sum, BatchOut, Plan};
 use crate::schema::{obs_key, ColumnSpec};
 use crate::storage::Storage;
 
@@ -51,6 +51,15 @@ pub struct HerConfig {
     pub distance_threshold: Option<f64>,
     pub achieved_goal: String,
     pub desired_goal: String,
+    /// Draw only transitions of episodes that have ended and are whole in the ring (the oldest
+    /// episode, once the ring has overwritten its first steps, is not drawn), as
+    /// Stable-Baselines3's `HerReplayBuffer` does. `false`: every stored transition, the
+    /// running episodes' included.
+    pub finished_only: bool,
+    /// Relabel exactly the last `⌊B·(1 − 1/(k + 1))⌋` samples of a batch of B (Stable-
+    /// Baselines3's count and order: kept goals first, relabeled ones last). `false`: each
+    /// sample independently with probability `k / (k + 1)`.
+    pub exact_ratio: bool,
 }
 
 /// The goal pairs a user reward function is asked about: `count` achieved goals and as many
@@ -157,23 +166,70 @@ impl HerConfig {
     }
 }
 
-/// Decide, per sample independently, whether and to which step's achieved goal to relabel:
-/// with probability `k / (k + 1)`, strategy `future` picks t' uniformly in [t, e − 1], `final`
-/// picks e − 1, `episode` picks uniformly in [s, e − 1]; the goal is the achieved goal after
-/// step t', stored in row t' + 1.
+/// Decide whether and to which step's achieved goal to relabel each sample: independently with
+/// probability `k / (k + 1)`, or, with `exact_ratio`, exactly the last `⌊B·(1 − 1/(k + 1))⌋`
+/// samples (the ratio computed as Stable-Baselines3 computes it, in f64). Strategy `future`
+/// picks t' uniformly in [t, e − 1], `final` picks e − 1, `episode` picks uniformly in
+/// [s, e − 1]; the goal is the achieved goal after step t', stored in row t' + 1.
 pub(crate) fn plan_goals(cfg: &HerConfig, st: &Storage, rng: &mut Rng, plans: &mut [Plan]) {
-    let prob = cfg.future_k / (cfg.future_k + 1.0);
-    for pl in plans.iter_mut() {
-        if rng.uniform() >= prob {
-            continue;
-        }
+    let pick = |pl: &mut Plan, rng: &mut Rng| {
         let tp = match cfg.strategy {
             GoalStrategy::Future => pl.t + rng.below(pl.end - pl.t),
             GoalStrategy::Final => pl.end - 1,
             GoalStrategy::Episode => pl.start + rng.below(pl.end - pl.start),
         };
         pl.goal_row = st.phys(pl.env, tp + 1);
+    };
+    if cfg.exact_ratio {
+        let b = plans.len();
+        let relabeled = exact_relabel_count(cfg.future_k, b);
+        for pl in plans[b - relabeled..].iter_mut() {
+            pick(pl, rng);
+        }
+        return;
     }
+    let prob = cfg.future_k / (cfg.future_k + 1.0);
+    for pl in plans.iter_mut() {
+        if rng.uniform() < prob {
+            pick(pl, rng);
+        }
+    }
+}
+
+/// `⌊B·(1 − 1/(k + 1))⌋`, the number of relabeled samples of a batch of `b` with `exact_ratio`
+/// (Stable-Baselines3's `int(her_ratio * batch_size)`, `her_ratio = 1 - 1 / (k + 1)`).
+pub fn exact_relabel_count(future_k: f64, b: usize) -> usize {
+    let ratio = 1.0 - 1.0 / (future_k + 1.0);
+    ((ratio * b as f64) as usize).min(b)
+}
+
+/// Point the samples with a given goal step at it: `goal_rows[i]` is the row of a transition
+/// t' of sample i's episode (its achieved goal after t', in row t' + 1, becomes the goal), or
+/// −1 to keep the stored goal.
+///
+/// Errors: `InvalidValue` for a row out of range, one that holds no transition, or one of
+/// another episode.
+pub(crate) fn set_goals(st: &Storage, plans: &mut [Plan], goal_rows: &[i64]) -> Result<()> {
+    for (i, (pl, &g)) in plans.iter_mut().zip(goal_rows).enumerate() {
+        if g == -1 {
+            continue;
+        }
+        let tp = (g >= 0 && (g as usize) < st.rows)
+            .then(|| st.transition_abs(g as usize))
+            .flatten()
+            .filter(|&a| st.env_of(g as usize) == pl.env && a >= pl.start && a < pl.end)
+            .ok_or_else(|| {
+                CoreError::value(format!(
+                    "goal index {g} of sample {i} is not a transition of that sample's episode \
+                     (rows {}..{} of env {}); pass -1 to keep the stored goal",
+                    st.phys(pl.env, pl.start),
+                    st.phys(pl.env, pl.end),
+                    pl.env
+                ))
+            })?;
+        pl.goal_row = st.phys(pl.env, tp + 1);
+    }
+    Ok(())
 }
 
 /// Replace the desired goals of relabeled samples (columns `goals` = (achieved, desired)) in
@@ -217,14 +273,12 @@ pub(crate) fn relabel(
                     continue;
                 }
                 let g = st.cell(ag_col, pl.goal_row);
-                let mut acc = 0.0f64;
-                let mut disc = 1.0f64;
-                for r in window_rows(pl) {
+                // -(d > eps) as gymnasium-robotics computes it: -1.0, or -0.0 on success
+                let rews = window_rows(pl).map(|r| {
                     let d = goal_distance(dt, st.cell(ag_col, r), g);
-                    acc += disc * if d > eps { -1.0 } else { 0.0 };
-                    disc *= gamma;
-                }
-                out.rew[i] = acc as f32;
+                    -f64::from(u8::from(d > eps))
+                });
+                out.rew[i] = discounted_sum(rews, gamma).0 as f32;
             }
         }
         None => {
@@ -272,14 +326,10 @@ pub(crate) fn relabel(
                 if pl.goal_row == usize::MAX {
                     continue;
                 }
-                let mut acc = 0.0f64;
-                let mut disc = 1.0f64;
-                for k in 0..pl.m as usize {
-                    acc += disc * rewards[k0 + k] as f64;
-                    disc *= gamma;
-                }
-                k0 += pl.m as usize;
-                out.rew[i] = acc as f32;
+                let m = pl.m as usize;
+                let rews = rewards[k0..k0 + m].iter().map(|&r| r as f64);
+                out.rew[i] = discounted_sum(rews, gamma).0 as f32;
+                k0 += m;
             }
         }
     }
@@ -310,6 +360,8 @@ mod tests {
             distance_threshold: threshold,
             achieved_goal: "achieved_goal".into(),
             desired_goal: "desired_goal".into(),
+            finished_only: false,
+            exact_ratio: false,
         }
     }
 

@@ -45,6 +45,12 @@ impl ReplayCore {
     /// first add.
     pub fn enable_per(&mut self, alpha: f64, beta: f64, eps: f64) -> Result<()> {
         per::check_params(alpha, beta, eps)?;
+        if self.her.as_ref().is_some_and(|cfg| cfg.finished_only) {
+            return Err(CoreError::value(
+                "finished_only HER sampling draws uniformly; it cannot be combined with \
+                 prioritized replay",
+            ));
+        }
         if !self.is_empty() {
             return Err(CoreError::usage(
                 "enable prioritized replay before the first add",
@@ -62,6 +68,12 @@ impl ReplayCore {
         cfg.check()?;
         if self.has_schema() {
             return Err(CoreError::usage("enable HER before the first add"));
+        }
+        if cfg.finished_only && self.per.is_some() {
+            return Err(CoreError::value(
+                "finished_only HER sampling draws uniformly; it cannot be combined with \
+                 prioritized replay",
+            ));
         }
         self.her = Some(cfg);
         Ok(())
@@ -285,15 +297,85 @@ impl ReplayCore {
             return Ok(());
         }
         self.scratch.plans(b);
-        match &self.per {
-            Some(per) => sampling::draw_prioritized(per, rng, &mut self.scratch, b),
-            None => st.draw_uniform(rng, self.scratch.plans(b)),
+        match (&self.per, &self.her) {
+            (Some(per), _) => sampling::draw_prioritized(per, rng, &mut self.scratch, b),
+            (None, Some(cfg)) if cfg.finished_only => {
+                st.draw_finished(rng, self.scratch.plans(b))?
+            }
+            (None, _) => st.draw_uniform(rng, self.scratch.plans(b)),
         }
         let plans = self.scratch.plans(b);
         st.plan_windows(plans, n_step, self.her.is_some())?;
         if let Some(cfg) = &self.her {
             her::plan_goals(cfg, st, rng, plans);
         }
+        self.finish_batch(gamma, out, reward_fn)
+    }
+
+    /// The batch of the transitions at rows `idx` (each must hold one), as [`ReplayCore::sample`]
+    /// would return it had it drawn them: n-step windows, gather, and for HER buffers the goal
+    /// of sample i replaced by the achieved goal after the transition at row `goal_idx[i]` (a
+    /// transition of the same episode; −1 keeps the stored goal), its reward recomputed; IS
+    /// weights for prioritized buffers. Uses no randomness. This is how a peer library's draws
+    /// are replayed on this buffer (the draw-injection tests) and how chosen transitions are
+    /// re-read.
+    ///
+    /// Errors: `InvalidValue` (an empty `idx`, n_step, gamma, a row that holds no transition, a
+    /// goal row of another episode, `goal_idx` of another length), `Usage` (goals on a buffer
+    /// without HER, HER without a reward), `Empty`, `Shape` (out arrays), or the reward
+    /// function's error. The buffer is never changed.
+    pub fn sample_at(
+        &mut self,
+        idx: &[i64],
+        goal_idx: Option<&[i64]>,
+        n_step: usize,
+        gamma: f64,
+        out: &mut BatchOut<'_>,
+        reward_fn: Option<&mut RewardFn<'_>>,
+    ) -> Result<()> {
+        let b = idx.len();
+        self.check_sample_args(b, n_step, gamma)?;
+        out.check(&self.st.schema, b, self.per.is_some())?;
+        let n_step = n_step.min(self.st.seg);
+        if let Some(g) = goal_idx {
+            if self.her.is_none() {
+                return Err(CoreError::usage(
+                    "goal indices need a hindsight (HER) buffer",
+                ));
+            }
+            if g.len() != b {
+                return Err(CoreError::value(format!(
+                    "goal_indices has {} entries for {b} indices; pass one per index (-1 keeps \
+                     the stored goal)",
+                    g.len()
+                )));
+            }
+        }
+        if self.needs_reward_fn() && reward_fn.is_none() {
+            return Err(CoreError::usage(
+                "HER needs a reward: pass compute_reward=... or distance_threshold=...",
+            ));
+        }
+        let st = &self.st;
+        let plans = self.scratch.plans(b);
+        st.plans_at(idx, plans)?;
+        st.plan_windows(plans, n_step, self.her.is_some())?;
+        if let Some(g) = goal_idx {
+            her::set_goals(st, plans, g)?;
+        }
+        self.finish_batch(gamma, out, reward_fn)
+    }
+
+    /// Gather the planned batch, relabel it (HER) and weigh it (PER).
+    fn finish_batch(
+        &mut self,
+        gamma: f64,
+        out: &mut BatchOut<'_>,
+        reward_fn: Option<&mut RewardFn<'_>>,
+    ) -> Result<()> {
+        let st = &self.st;
+        let b = out.rew.len();
+        let plans = &self.scratch.plans[..b];
         st.gather(plans, gamma, out);
         if let (Some(cfg), Some(goals)) = (&self.her, self.her_goals) {
             her::relabel(cfg, goals, st, plans, gamma, out, reward_fn)?;

@@ -270,6 +270,84 @@ impl Storage {
         }
     }
 
+    /// The alive rows `[lo, hi)` (absolute) of env `e`'s episodes that have ended and are whole
+    /// in the ring, and the number of transitions among them: the running episode is left out,
+    /// and so is the oldest one once the ring has overwritten its first steps.
+    fn finished_range(&self, e: usize) -> (u64, u64, u64) {
+        let s = &self.envs[e];
+        if s.head == 0 {
+            return (0, 0, 0);
+        }
+        let mut lo = self.alive_lo(e);
+        let (hi, open_transitions) = if s.open {
+            let start = self.ep_start[self.ep_rec(e, s.next_ep - 1)].max(lo);
+            (start, (s.head - 1).saturating_sub(start))
+        } else {
+            (s.head, 0)
+        };
+        let mut transitions = s.n_trans.saturating_sub(open_transitions);
+        if lo < hi {
+            let rec = self.ep_rec(e, self.ep_id(self.phys(e, lo)));
+            if self.ep_start[rec] < lo {
+                // closed (it lies before the running one); its rows lo .. end - 1 are transitions
+                let end = self.ep_end[rec];
+                transitions = transitions.saturating_sub(end - lo);
+                lo = end + 1;
+            }
+        }
+        (lo, hi.max(lo), transitions)
+    }
+
+    /// Draw B rows uniformly among the transitions of finished, whole episodes (see
+    /// [`Storage::finished_range`]) into `plans[i].p`, rejecting terminal rows.
+    ///
+    /// Errors: `Usage` while no episode has finished.
+    pub(crate) fn draw_finished(&self, rng: &mut Rng, plans: &mut [Plan]) -> Result<()> {
+        let ranges: Vec<(u64, u64, u64)> =
+            (0..self.num_envs).map(|e| self.finished_range(e)).collect();
+        if ranges.iter().all(|r| r.2 == 0) {
+            return Err(CoreError::usage(
+                "cannot sample yet: this buffer samples only finished episodes and none has \
+                 ended; start learning after more steps than the longest episode takes \
+                 (learning_starts)",
+            ));
+        }
+        let total: u64 = ranges.iter().map(|r| r.1 - r.0).sum();
+        for pl in plans.iter_mut() {
+            loop {
+                let mut r = rng.below(total);
+                let mut e = 0;
+                while r >= ranges[e].1 - ranges[e].0 {
+                    r -= ranges[e].1 - ranges[e].0;
+                    e += 1;
+                }
+                let p = self.phys(e, ranges[e].0 + r);
+                if self.flag(p) & F_TRANSITION != 0 {
+                    pl.p = p;
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Plans for the given rows, each of which must hold a transition.
+    ///
+    /// Errors: `InvalidValue` for a row out of range or one that holds no transition.
+    pub(crate) fn plans_at(&self, idx: &[i64], plans: &mut [Plan]) -> Result<()> {
+        for (pl, &i) in plans.iter_mut().zip(idx) {
+            if i < 0 || i as usize >= self.rows || self.transition_abs(i as usize).is_none() {
+                return Err(CoreError::value(format!(
+                    "index {i} does not hold a transition (rows are 0..{}; a terminal row, the \
+                     newest row of a running episode and unwritten rows hold none)",
+                    self.rows
+                )));
+            }
+            pl.p = i as usize;
+        }
+        Ok(())
+    }
+
     /// Fill each plan's window from its row p: m = min(n, first k >= 1 whose row t + k is not a
     /// transition). Row t + k − 1 being a transition means row t + k holds its next observation
     /// in the same episode: another transition, the terminal row, or the open row of a running
@@ -395,15 +473,13 @@ impl Storage {
             let (rew, g_m) = if pl.m == 1 {
                 (self.rew(pl.p) as f64, gamma)
             } else {
-                let mut acc = 0.0f64;
-                let mut g = 1.0f64;
                 let mut r = pl.p;
-                for _ in 0..pl.m {
-                    acc += g * self.rew(r) as f64;
-                    g *= gamma;
+                let rews = (0..pl.m).map(|_| {
+                    let x = self.rew(r) as f64;
                     r = self.next_row(r);
-                }
-                (acc, g)
+                    x
+                });
+                discounted_sum(rews, gamma)
             };
             let term = self.term(pl.last);
             out.rew[i] = rew as f32;
@@ -417,6 +493,20 @@ impl Storage {
 
 /// Only alive transition rows are ever drawn; reaching this is a bug in the core.
 #[cold]
+/// `sum_k gamma^k r_k` in f64 (Sutton & Barto 2018, eq. 7.1), the first term taken as is, so that
+/// a window of `-0.0` rewards (gymnasium-robotics' sparse reward on success) sums to `-0.0`, as
+/// a float sum of them does in NumPy; 0 for no terms. Returns (the sum, gamma^m) for m terms.
+pub(crate) fn discounted_sum(rews: impl Iterator<Item = f64>, gamma: f64) -> (f64, f64) {
+    let mut acc: Option<f64> = None;
+    let mut disc = 1.0f64;
+    for r in rews {
+        let term = disc * r;
+        acc = Some(acc.map_or(term, |a| a + term));
+        disc *= gamma;
+    }
+    (acc.unwrap_or(0.0), disc)
+}
+
 fn internal_row_error() -> CoreError {
     CoreError::corrupt("rlcore internal error: drew a row that holds no data; please report it")
 }

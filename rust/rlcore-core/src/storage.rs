@@ -54,7 +54,7 @@ pub(crate) struct EnvState {
     pub head: u64,
     /// Whether an episode is open; then its newest observation is at `head - 1`.
     pub open: bool,
-    /// Episode id of the open (or last) episode; ids count up per env.
+    /// The id the next episode gets (the open or last one is `next_ep - 1`); ids count up per env.
     pub next_ep: u64,
     pub ep_return: f64,
     pub ep_len: u64,

@@ -365,6 +365,8 @@ fn her_future_goals_stay_in_episode_after_wrap() {
         distance_threshold: Some(0.5),
         achieved_goal: "achieved_goal".into(),
         desired_goal: "desired_goal".into(),
+        finished_only: false,
+        exact_ratio: false,
     })
     .unwrap();
     // episodes of length 4: achieved goal after step t of episode k = 100 k + t + 1

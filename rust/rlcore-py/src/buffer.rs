@@ -199,11 +199,13 @@ impl RawBuffer {
     #[pyo3(signature = (capacity, *, num_envs=Given(None), seed=None, prioritized=false,
                         alpha=Given(None), beta=Given(None), eps=Given(None), her_strategy=None,
                         future_k=Given(None), distance_threshold=None,
-                        achieved_goal_key="achieved_goal", desired_goal_key="desired_goal"),
+                        achieved_goal_key="achieved_goal", desired_goal_key="desired_goal",
+                        finished_only=false, exact_ratio=false),
            text_signature = "(capacity, *, num_envs=1, seed=None, prioritized=False, alpha=0.6, \
                              beta=0.4, eps=1e-06, her_strategy=None, future_k=4.0, \
                              distance_threshold=None, achieved_goal_key='achieved_goal', \
-                             desired_goal_key='desired_goal')")]
+                             desired_goal_key='desired_goal', finished_only=False, \
+                             exact_ratio=False)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         capacity: &Bound<'_, PyAny>,
@@ -218,6 +220,8 @@ impl RawBuffer {
         distance_threshold: Option<&Bound<'_, PyAny>>,
         achieved_goal_key: &str,
         desired_goal_key: &str,
+        finished_only: bool,
+        exact_ratio: bool,
     ) -> Result<Self> {
         let capacity = convert::count(capacity, "capacity")?;
         let num_envs = num_envs.count("num_envs", 1)?;
@@ -240,6 +244,8 @@ impl RawBuffer {
                 distance_threshold,
                 achieved_goal: achieved_goal_key.to_string(),
                 desired_goal: desired_goal_key.to_string(),
+                finished_only,
+                exact_ratio,
             })?;
         }
         Ok(RawBuffer {
@@ -306,7 +312,10 @@ impl RawBuffer {
     }
 
     /// Sample into fresh (or `out`) arrays; returns the fields of a TransitionBatch as a tuple.
-    #[pyo3(signature = (batch_size, n_step, gamma, out, compute_reward))]
+    /// With `indices` (and for HER `goal_indices`) the batch of those rows instead of a draw
+    /// (`batch_size` must then be their count; see `ReplayCore::sample_at`).
+    #[pyo3(signature = (batch_size, n_step, gamma, out, compute_reward, indices=None, goal_indices=None))]
+    #[allow(clippy::too_many_arguments)]
     fn _sample<'py>(
         &self,
         py: Python<'py>,
@@ -315,7 +324,15 @@ impl RawBuffer {
         gamma: &Bound<'py, PyAny>,
         out: Option<&Bound<'py, PyAny>>,
         compute_reward: Option<&Bound<'py, PyAny>>,
+        indices: Option<&Bound<'py, PyAny>>,
+        goal_indices: Option<&Bound<'py, PyAny>>,
     ) -> Result<Bound<'py, PyTuple>> {
+        let at = indices
+            .map(|a| convert::indices(a, "indices"))
+            .transpose()?;
+        let goals_at = goal_indices
+            .map(|a| convert::indices(a, "goal_indices"))
+            .transpose()?;
         let b = convert::count(batch_size, "batch_size")?;
         let n = convert::count(n_step, "n_step")?;
         let gamma = convert::float(gamma, "gamma")?;
@@ -344,7 +361,12 @@ impl RawBuffer {
                         }
                     })
                 };
-                let r = core.sample(b, n, gamma, &mut bo, Some(&mut call));
+                let r = match &at {
+                    Some(ix) => {
+                        core.sample_at(ix, goals_at.as_deref(), n, gamma, &mut bo, Some(&mut call))
+                    }
+                    None => core.sample(b, n, gamma, &mut bo, Some(&mut call)),
+                };
                 if let Some(e) = raised {
                     return Err(e.into());
                 }
@@ -352,10 +374,14 @@ impl RawBuffer {
             }
             _ => {
                 let bytes = b * core.batch_fields().map(|f| f.item_bytes()).sum::<usize>();
+                let mut run = || match &at {
+                    Some(ix) => core.sample_at(ix, goals_at.as_deref(), n, gamma, &mut bo, None),
+                    None => core.sample(b, n, gamma, &mut bo, None),
+                };
                 if bytes > DETACH_BYTES {
-                    py.detach(|| core.sample(b, n, gamma, &mut bo, None))?;
+                    py.detach(run)?;
                 } else {
-                    core.sample(b, n, gamma, &mut bo, None)?;
+                    run()?;
                 }
             }
         }
@@ -404,12 +430,13 @@ impl RawBuffer {
         Ok(self.lock(py)?.set_beta(beta)?)
     }
 
-    /// (strategy, future_k, distance_threshold, achieved goal key, desired goal key).
+    /// (strategy, future_k, distance_threshold, achieved goal key, desired goal key,
+    /// finished_only, exact_ratio).
     #[allow(clippy::type_complexity)]
     fn _her_config(
         &self,
         py: Python<'_>,
-    ) -> Result<Option<(&'static str, f64, Option<f64>, String, String)>> {
+    ) -> Result<Option<(&'static str, f64, Option<f64>, String, String, bool, bool)>> {
         Ok(self.lock(py)?.her().map(|h| {
             (
                 h.strategy.name(),
@@ -417,6 +444,8 @@ impl RawBuffer {
                 h.distance_threshold,
                 h.achieved_goal.clone(),
                 h.desired_goal.clone(),
+                h.finished_only,
+                h.exact_ratio,
             )
         }))
     }
