@@ -365,6 +365,34 @@ mod tests {
         }
     }
 
+    /// SB3's `int((1 - 1 / (k + 1)) * B)`, in f64 as Python computes it.
+    #[test]
+    fn exact_relabel_count_is_sb3s_truncated_share() {
+        for (k, b, want) in [
+            (4.0, 256, 204),
+            (4.0, 1, 0),
+            (4.0, 5, 4),
+            (1.0, 3, 1),
+            (0.0, 256, 0),
+            (8.0, 100, 88),
+            (1e12, 7, 6),
+        ] {
+            assert_eq!(exact_relabel_count(k, b), want, "k={k} b={b}");
+        }
+    }
+
+    /// A window of -0.0 rewards (gymnasium-robotics' success reward) sums to -0.0, as NumPy's
+    /// float sum does; the discount after m terms is gamma^m by repeated products.
+    #[test]
+    fn discounted_sum_keeps_negative_zero_and_returns_gamma_to_the_m() {
+        let (s, g) = discounted_sum([-0.0f64, -0.0].into_iter(), 0.9);
+        assert!(s == 0.0 && s.is_sign_negative());
+        assert_eq!(g, 0.9 * 0.9);
+        let (s, _) = discounted_sum([-1.0f64, -0.0, -1.0].into_iter(), 0.5);
+        assert_eq!(s, -1.25);
+        assert_eq!(discounted_sum(std::iter::empty(), 0.9), (0.0, 1.0));
+    }
+
     #[test]
     fn strategies_parse_and_parameters_are_checked() {
         for s in [
