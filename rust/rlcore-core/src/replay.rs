@@ -262,22 +262,34 @@ impl ReplayCore {
         out: &mut BatchOut<'_>,
         reward_fn: Option<&mut RewardFn<'_>>,
     ) -> Result<()> {
-        self.check_sample_args(b, n_step, gamma)?;
-        out.check(&self.st.schema, b, self.per.is_some())?;
-        // a window of m steps spans m + 1 rows of one segment, so m < seg: any larger n_step
-        // gives the same windows (and the prefetch arithmetic stays small)
-        let n_step = n_step.min(self.st.seg);
-        if self.needs_reward_fn() && reward_fn.is_none() {
-            return Err(CoreError::usage(
-                "HER needs a reward: pass compute_reward=... or distance_threshold=...",
-            ));
-        }
+        let n_step = self.check_sample_call(b, n_step, gamma, out, reward_fn.is_some())?;
         let rng_before = self.rng.clone();
         let res = self.sample_inner(b, n_step, gamma, out, reward_fn);
         if res.is_err() {
             self.rng = rng_before;
         }
         res
+    }
+
+    /// The checks of a sample call, before anything is drawn or written; returns the n_step to
+    /// use: a window of m steps spans m + 1 rows of one segment, so m < seg, and any larger
+    /// n_step gives the same windows (and the prefetch arithmetic stays small).
+    fn check_sample_call(
+        &self,
+        b: usize,
+        n_step: usize,
+        gamma: f64,
+        out: &BatchOut<'_>,
+        has_reward_fn: bool,
+    ) -> Result<usize> {
+        self.check_sample_args(b, n_step, gamma)?;
+        out.check(&self.st.schema, b, self.per.is_some())?;
+        if self.needs_reward_fn() && !has_reward_fn {
+            return Err(CoreError::usage(
+                "HER needs a reward: pass compute_reward=... or distance_threshold=...",
+            ));
+        }
+        Ok(n_step.min(self.st.seg))
     }
 
     /// Draw (uniform or prioritized), plan the n-step windows, pick HER goals, gather, relabel,
@@ -334,9 +346,7 @@ impl ReplayCore {
         reward_fn: Option<&mut RewardFn<'_>>,
     ) -> Result<()> {
         let b = idx.len();
-        self.check_sample_args(b, n_step, gamma)?;
-        out.check(&self.st.schema, b, self.per.is_some())?;
-        let n_step = n_step.min(self.st.seg);
+        let n_step = self.check_sample_call(b, n_step, gamma, out, reward_fn.is_some())?;
         if let Some(g) = goal_idx {
             if self.her.is_none() {
                 return Err(CoreError::usage(
@@ -350,11 +360,6 @@ impl ReplayCore {
                     g.len()
                 )));
             }
-        }
-        if self.needs_reward_fn() && reward_fn.is_none() {
-            return Err(CoreError::usage(
-                "HER needs a reward: pass compute_reward=... or distance_threshold=...",
-            ));
         }
         let st = &self.st;
         let plans = self.scratch.plans(b);
