@@ -310,7 +310,9 @@ class ReplayBuffer(RawBuffer):
             indices: ``[B]`` integer row indices, each holding a transition (as
                 ``TransitionBatch.indices``, ``AddResult.indices`` or :meth:`last_index` give
                 them).
-            n_step, gamma, out: as :meth:`sample`.
+            n_step: n >= 1, as :meth:`sample`.
+            gamma: discount in [0, 1], as :meth:`sample`.
+            out: preallocated arrays to fill, as :meth:`sample`.
 
         Raises:
             InvalidValueError: an empty ``indices``, a row out of ``[0, capacity)`` or one that
