@@ -248,68 +248,16 @@ def _paired(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def sign_flip_p(diffs: list[float], rounds: int = 100_000, seed: int = 0) -> float:
-    """Two-sided p-value of the mean paired difference under a sign-flip permutation test
-    (each pair's sign flipped with probability 1/2; exact enumeration for <= 16 pairs)."""
-    import itertools
-    import random
-
-    n = len(diffs)
-    observed = abs(statistics.fmean(diffs))
-    if n <= 16:
-        signs_iter: Any = itertools.product((1, -1), repeat=n)
-        total = 2**n
-    else:
-        rng = random.Random(seed)
-        signs_iter = ([rng.choice((1, -1)) for _ in range(n)] for _ in range(rounds))
-        total = rounds
-    hits = sum(
-        abs(sum(s * d for s, d in zip(signs, diffs, strict=True)) / n) >= observed - 1e-12
-        for signs in signs_iter
-    )
-    return hits / total
-
-
 def arms_report(path: Path, baseline: str = "sb3") -> str:
-    """Paired table of every arm against ``baseline`` on the seeds both ran: final success,
+    """Paired table of every arm against ``baseline`` on the seeds every arm ran: final success,
     mean final distance to the goal, area under the eval curve (mean ± standard error), the
-    paired difference and its sign-flip p-value."""
+    paired difference and its sign-flip p-value (``benches/paired.py``)."""
+    from paired import paired_table
+
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r.get("buffer_seed") is None and r.get("auc") is not None]
-    by: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-    for r in rows:
-        by[r["buffer"]][r["seed"]] = r
-    metrics = [
-        ("score", "final success"),
-        ("final_distance", "final distance (m)"),
-        ("auc", "eval-curve AUC"),
-    ]
-
-    def mean_se(xs: list[float]) -> str:
-        se = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("nan")
-        return f"{statistics.fmean(xs):.3f} ± {se:.3f}"
-
-    lines = [
-        f"| arm | seeds | {' | '.join(m for _, m in metrics)} | "
-        + " | ".join(f"paired Δ {m} vs {baseline} (p)" for _, m in metrics)
-        + " |",
-        "|---|---|" + "---|" * (2 * len(metrics)),
-    ]
-    base = by.get(baseline, {})
-    for arm in sorted(by, key=lambda a: (a != baseline, a)):
-        seeds = sorted(by[arm]) if arm == baseline else sorted(set(by[arm]) & set(base))
-        if not seeds:
-            continue
-        cells = [mean_se([by[arm][k][key] for k in seeds]) for key, _ in metrics]
-        deltas = []
-        for key, _ in metrics:
-            if arm == baseline or len(seeds) < 2:
-                deltas.append("–")
-                continue
-            d = [by[arm][k][key] - base[k][key] for k in seeds]
-            deltas.append(f"{mean_se(d)} (p = {sign_flip_p(d):.2f})")
-        lines.append(f"| {arm} | {len(seeds)} | {' | '.join(cells)} | {' | '.join(deltas)} |")
-    return "\n".join(lines)
+    metrics = [("score", "final success"), ("final_distance", "final distance (m)"), ("auc", "eval-curve AUC")]
+    return paired_table(rows, metrics, baseline)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,6 +10,7 @@ Settings as Tianshou's ``examples/discrete/discrete_dqn.py``: 4 train envs, net 
 
     nice -n 10 python benches/compat_tianshou_runs.py --buffer tianshou --seed 0 --epochs 2
     nice -n 10 python benches/compat_tianshou_runs.py --buffer rlcore --seed 0 --epochs 2
+    python benches/compat_tianshou_runs.py --paired-report runs.jsonl   # the table of docs/compat.md
 
 ``fetch``: Tianshou's DDPG with ``HERVectorReplayBuffer`` on FetchReach-v4, set up like Tianshou's
 ``examples/mujoco/fetch_her_ddpg.py`` (dict observations flattened by
@@ -243,6 +244,17 @@ def run_fetch(buffer: str, seed: int, epochs: int, example: bool = False) -> dic
     }
 
 
+def paired_report(path: Path, task: str = "cartpole-dqn") -> str:
+    """Paired table of rlcore's buffer against Tianshou's on the seeds both ran (``task`` rows
+    only): best test return, mean ± standard error, paired difference and its sign-flip p-value
+    (``benches/paired.py``)."""
+    from paired import paired_table
+
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("task") == task]
+    return paired_table(rows, [("best_reward", "best test return")], baseline="tianshou", digits=1)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", choices=["cartpole", "fetch"], default="cartpole")
@@ -251,7 +263,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--out", type=Path, default=Path("runs/compat_tianshou.jsonl"))
+    p.add_argument("--paired-report", type=Path, default=None, help="print the paired table of a JSONL file")
     a = p.parse_args(argv)
+    if a.paired_report is not None:
+        print(paired_report(a.paired_report))
+        return
     if a.task == "cartpole":
         res = run(a.buffer, a.seed, a.epochs)
     else:
