@@ -12,7 +12,6 @@ policy and the state-dict layout are shared with TD3 (:mod:`rlcore.algos.determi
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,23 +21,20 @@ import numpy as np
 import torch
 
 from rlcore.algos.common import (
-    TargetNetwork,
-    adam,
     as_torch,
     check_fields,
-    freeze,
     gradient_step,
     no_param_grad,
     obs_to_torch,
-    resolve_device,
     td_priorities,
     td_target,
     weighted_mean,
 )
 from rlcore.algos.deterministic import (
-    default_networks,
+    adam_optimizers,
     exploration_action,
     load_state_dict_into,
+    set_up,
     state_dict_of,
     target_action,
 )
@@ -129,25 +125,16 @@ class DDPG:
         config: DDPGConfig,
         device: str | torch.device | None = None,
     ) -> None:
-        self.config = config
-        self.device = resolve_device(device)
-        self.encoder = encoder.to(self.device)
-        self.actor = actor.to(self.device)
-        self.critic = critic.to(self.device)
-        self.actor_target = freeze(copy.deepcopy(self.actor))
-        self.critic_target = freeze(copy.deepcopy(self.critic))
-        self._targets = (
-            TargetNetwork(self.critic_target, self.critic),
-            TargetNetwork(self.actor_target, self.actor),
+        set_up(
+            self,
+            encoder=encoder,
+            actor=actor,
+            critic=critic,
+            actor_optimizer=actor_optimizer,
+            critic_optimizer=critic_optimizer,
+            config=config,
+            device=device,
         )
-        self._critic_params = list(self.critic.parameters())
-        self._actor_params = list(self.actor.parameters())
-        self.actor_optimizer = actor_optimizer
-        self.critic_optimizer = critic_optimizer
-        self.rng = np.random.default_rng(config.seed)
-        self.grad_steps = 0
-        self._scale_A = self.actor.action_scale.cpu().numpy()
-        self._bias_A = self.actor.action_bias.cpu().numpy()
 
     @classmethod
     def from_spaces(
@@ -159,19 +146,10 @@ class DDPG:
         device: str | torch.device | None = None,
     ) -> DDPG:
         """Build the default MLP actor and critic with Adam optimizers for single-env spaces."""
-        config = config or DDPGConfig()
-        dev = resolve_device(device)
-        encoder, actor, critic = default_networks(
-            observation_space, action_space, config, n_critics=1, device=dev
-        )
         return cls(
-            encoder=encoder,
-            actor=actor,
-            critic=critic,
-            actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
-            critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
-            config=config,
-            device=dev,
+            **adam_optimizers(
+                observation_space, action_space, config or DDPGConfig(), n_critics=1, device=device
+            )
         )
 
     @torch.no_grad()

@@ -1,5 +1,6 @@
-"""The parts that DDPG and TD3 share, as free functions: their default networks, the exploring
-policy, the target policy, and the layout of their state dict.
+"""The parts that DDPG and TD3 share, as free functions: their construction (networks, frozen
+targets, optimizers, generator), their default networks, the exploring policy, the target policy,
+and the layout of their state dict.
 
 Both are built from an observation encoder, a deterministic actor ``mu(o)`` inside the action bounds
 (:class:`~rlcore.nets.DeterministicActor`, with ``action_scale``/``action_bias`` buffers), an
@@ -12,6 +13,7 @@ Dimension letters: B batch, N envs, O flat observation, A action.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any, Protocol
@@ -20,11 +22,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.algos.common import TargetNetwork, adam, freeze, resolve_device
 from rlcore.nets import DeterministicActor, EnsembleQNetwork, ObsEncoder
 
 __all__ = [
     "NETWORKS",
+    "adam_optimizers",
     "default_networks",
+    "set_up",
     "exploration_action",
     "load_state_dict_into",
     "state_dict_of",
@@ -78,6 +83,67 @@ def default_networks(
     act_dim = int(np.prod(action_space.shape))
     critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=n_critics).to(device)
     return encoder, actor, critic
+
+
+def set_up(
+    algo: Any,
+    *,
+    encoder: ObsEncoder,
+    actor: DeterministicActor,
+    critic: EnsembleQNetwork,
+    actor_optimizer: torch.optim.Optimizer,
+    critic_optimizer: torch.optim.Optimizer,
+    config: Any,
+    device: str | torch.device | None,
+) -> None:
+    """What the constructors of DDPG and TD3 do: put the networks on the device (``None``/``"auto"``:
+    cuda when available), make frozen target copies of actor and critic (soft-updated through
+    ``algo._targets``), keep the optimizers, the parameter lists that gradient steps clip, the
+    exploration generator seeded with ``config.seed`` and the action bounds as NumPy arrays."""
+    algo.config = config
+    algo.device = resolve_device(device)
+    algo.encoder = encoder.to(algo.device)
+    algo.actor = actor.to(algo.device)
+    algo.critic = critic.to(algo.device)
+    algo.actor_target = freeze(copy.deepcopy(algo.actor))
+    algo.critic_target = freeze(copy.deepcopy(algo.critic))
+    algo._targets = (
+        TargetNetwork(algo.critic_target, algo.critic),
+        TargetNetwork(algo.actor_target, algo.actor),
+    )
+    algo._critic_params = list(algo.critic.parameters())
+    algo._actor_params = list(algo.actor.parameters())
+    algo.actor_optimizer = actor_optimizer
+    algo.critic_optimizer = critic_optimizer
+    algo.rng = np.random.default_rng(config.seed)
+    algo.grad_steps = 0
+    algo._scale_A = algo.actor.action_scale.cpu().numpy()
+    algo._bias_A = algo.actor.action_bias.cpu().numpy()
+
+
+def adam_optimizers(
+    observation_space: gym.Space,
+    action_space: gym.spaces.Box,
+    config: Any,
+    *,
+    n_critics: int,
+    device: str | torch.device | None,
+) -> dict[str, Any]:
+    """The keyword arguments of a DDPG/TD3 constructor with the default networks
+    (:func:`default_networks`) and Adam optimizers at ``config.actor_lr`` / ``config.critic_lr``."""
+    dev = resolve_device(device)
+    encoder, actor, critic = default_networks(
+        observation_space, action_space, config, n_critics=n_critics, device=dev
+    )
+    return dict(
+        encoder=encoder,
+        actor=actor,
+        critic=critic,
+        actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
+        critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
+        config=config,
+        device=dev,
+    )
 
 
 def exploration_action(
