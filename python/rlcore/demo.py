@@ -7,8 +7,6 @@ relabeled batches, and prints what came out.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import time
 
 import gymnasium as gym
@@ -16,17 +14,12 @@ import numpy as np
 
 import rlcore
 from rlcore.collect import Collector
+from rlcore.envs.robotics import register_robotics
 
 
 def _fetch_env(num_envs: int) -> gym.vector.VectorEnv | None:
-    try:
-        # gymnasium-robotics 1.4.2 prints a notice about its Adroit envs on import, which says
-        # nothing about FetchReach: keep the demo's output to what it shows
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            import gymnasium_robotics
-    except ImportError:
+    if not register_robotics():
         return None
-    gym.register_envs(gymnasium_robotics)
     return gym.make_vec("FetchReach-v4", num_envs=num_envs, vectorization_mode="sync")
 
 

@@ -1,19 +1,16 @@
 """What every ``rlcore`` command shares: the one-line :class:`UsageError`, envs, resume, run directories."""
 
-
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import shutil
-import warnings
 from pathlib import Path
 from typing import Any
 
+from rlcore.envs.robotics import register_robotics
+
 ALGOS = ("dqn", "ddpg", "td3", "sac", "vpg", "a2c", "ppo")  # the last three: rlcore.cli.train_on_policy
 IMITATION_ALGOS = ("bc", "gail")  # rlcore.cli.imitation, with --expert PATH
-
 
 
 class UsageError(Exception):
@@ -24,19 +21,7 @@ def _make_envs(env_id: str, num_envs: int) -> Any:
     import gymnasium as gym
 
     if env_id not in gym.registry:
-        try:
-            # gymnasium-robotics prints a notice about Adroit envs on import; keep the console clean.
-            with (
-                warnings.catch_warnings(),
-                contextlib.redirect_stdout(io.StringIO()),
-                contextlib.redirect_stderr(io.StringIO()),
-            ):
-                warnings.simplefilter("ignore")
-                import gymnasium_robotics
-
-            gym.register_envs(gymnasium_robotics)
-        except ImportError:
-            pass
+        register_robotics()
     if env_id not in gym.registry:
         raise UsageError(
             f"unknown environment {env_id!r} (not registered in gymnasium; robotics envs need gymnasium-robotics)"

@@ -17,6 +17,7 @@ from rlcore.distributed.ray_setup import _ray, _remote
 from rlcore.distributed.shard import BufferFactory
 from rlcore.distributed.sharded_buffer import ShardedReplayBuffer
 from rlcore.distributed.workers import CollectorWorker, WeightStore, policy_weights
+from rlcore.envs.robotics import register_robotics
 from rlcore.errors import ApiUsageError, InvalidValueError
 from rlcore.stats import CollectStats, EpochStats, mean_stats
 from rlcore.trainers import checkpoint
@@ -405,9 +406,7 @@ def _her_shard_buffer(
         if env_id is None:
             raise ApiUsageError("a HER shard with a Python compute_reward needs env_id to rebuild it")
         if env_id not in gym.registry:
-            import gymnasium_robotics  # type: ignore[import-untyped]
-
-            gym.register_envs(gymnasium_robotics)
+            register_robotics()
         compute_reward = getattr(gym.make(env_id).unwrapped, "compute_reward")  # noqa: B009
     per = {k: cfg[k] for k in ("alpha", "beta", "eps")} if cfg.get("prioritized") else {}
     return buffers.HERReplayBuffer(
