@@ -9,12 +9,12 @@ import numpy as np
 
 from rlcore._core import RawBuffer
 from rlcore.batch import TransitionBatch
+from rlcore.buffers.offline import offline_capacity
 from rlcore.buffers.replay import (
     ReplayBuffer,
     _index_array,
     _instance_state,
     _new_batch,
-    _offline_capacity,
     _restore,
 )
 from rlcore.errors import ApiUsageError, InvalidValueError
@@ -200,7 +200,7 @@ class HERReplayBuffer(ReplayBuffer):
     ) -> HERReplayBuffer:
         """As :meth:`ReplayBuffer.from_arrays` (an offline dataset of goal-env episodes), with
         the HER parameters of the class."""
-        rew_a, capacity = _offline_capacity(obs, rew, terminated, truncated, obs_next, capacity)
+        rew_a, capacity = offline_capacity(obs, rew, terminated, truncated, obs_next, capacity)
         buf = cls(
             capacity,
             num_envs=1,

@@ -64,10 +64,10 @@ from typing import Any
 
 import numpy as np
 
-from rlcore._core import _crc32c
+from rlcore._core import _crc32c, _state_layout
 from rlcore.buffers import generations
 from rlcore.buffers.generations import Generation, plain_name, seal
-from rlcore.errors import SaveFileError
+from rlcore.errors import ApiUsageError, RlcoreError, SaveFileError
 
 __all__ = ["FORMAT", "MANIFEST", "VERSION", "Save", "open_save", "seal", "write"]
 
@@ -388,3 +388,52 @@ def _read_manifest(root: Path) -> tuple[dict[str, Any], dict[str, tuple[str, int
     if len({f for f, _ in parsed.values()}) != len(parsed):
         raise SaveFileError(f"{mpath} names one file for two state parts")
     return m, parsed
+
+
+def saved_layout(save: Save) -> list[tuple[str, str, tuple[int, ...]]]:
+    """The state parts (name, dtype, shape) that a buffer of the save's config and columns has,
+    from the core, without building it.
+
+    Raises:
+        SaveFileError: a config or schema that no buffer has (capacity or num_envs not a
+            positive integer, fewer than 2 rows per env, malformed columns, unknown dtype).
+    """
+    config, schema = save.config, save.schema
+
+    def specs(x: Any) -> list[tuple[str, str, tuple[int, ...]]]:
+        if not isinstance(x, list):
+            raise TypeError(f"columns must be a list, got {type(x).__name__}")
+        out = []
+        for s in x:
+            name, dtype, shape = s
+            if not (isinstance(name, str) and isinstance(dtype, str) and isinstance(shape, list)):
+                raise TypeError(f"column {s!r} is not [name, dtype, shape]")
+            if not all(type(d) is int and d >= 0 for d in shape):
+                raise ValueError(f"column {name!r} has shape {shape!r}")
+            out.append((name, dtype, tuple(shape)))
+        return out
+
+    try:
+        capacity, num_envs, kind = config["capacity"], config["num_envs"], config["kind"]
+        if type(capacity) is not int or type(num_envs) is not int or capacity < 1 or num_envs < 1:
+            raise ValueError(f"capacity={capacity!r} and num_envs={num_envs!r} must be integers >= 1")
+        per = kind == "prioritized" or (kind == "her" and config.get("prioritized") is True)
+        layout = _state_layout(capacity, num_envs, specs(schema["obs"]), specs(schema["step"]), per)
+    except (KeyError, TypeError, ValueError, OverflowError, RlcoreError) as e:
+        raise SaveFileError(
+            f"{save.root}/manifest.json: its config and schema describe no buffer: {e}"
+        ) from e
+    return [(name, dtype, tuple(shape)) for name, dtype, shape in layout]
+
+
+@contextlib.contextmanager
+def as_save_error(save: Save) -> Iterator[None]:
+    """Report a manifest whose config or state a buffer refuses as a SaveFileError."""
+    try:
+        yield
+    except (SaveFileError, ApiUsageError):
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError, RlcoreError) as e:
+        raise SaveFileError(
+            f"{save.root}/manifest.json is malformed or does not match its data: {e!r}"
+        ) from e

@@ -12,17 +12,17 @@ wrapper that packs the Rust result into a :class:`~rlcore.batch.TransitionBatch`
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
-from rlcore._core import AddResult, RawBuffer, _state_layout
+from rlcore._core import AddResult, RawBuffer
 from rlcore.batch import TransitionBatch
 from rlcore.buffers import persist
-from rlcore.errors import ApiUsageError, DTypeError, RlcoreError, SaveFileError, ShapeError
+from rlcore.buffers.offline import offline_capacity
+from rlcore.errors import ApiUsageError, DTypeError, SaveFileError, ShapeError
 
 __all__ = ["ReplayBuffer"]
 
@@ -183,7 +183,7 @@ class ReplayBuffer(RawBuffer):
             ShapeError, DTypeError: as :meth:`add`.
             InvalidValueError: a reserved extra name (``"mask"``, ``"rew"``, ...).
         """
-        rew_a, capacity = _offline_capacity(obs, rew, terminated, truncated, obs_next, capacity)
+        rew_a, capacity = offline_capacity(obs, rew, terminated, truncated, obs_next, capacity)
         buf = cls(capacity, num_envs=1, seed=seed)
         buf._extend(obs, act, rew_a, terminated, truncated, obs_next, extras=dict(extras or {}))
         return buf
@@ -484,8 +484,8 @@ class ReplayBuffer(RawBuffer):
         """
         with persist.open_save(path) as save:
             klass = cls._class_for(save)
-            arrays = save.arrays(_saved_layout(save))
-            with _as_save_error(save):
+            arrays = save.arrays(persist.saved_layout(save))
+            with persist.as_save_error(save):
                 buf = klass._from_config(save.config, **kwargs)
                 buf.load_state_dict(save.state(arrays))
         return buf
@@ -517,8 +517,8 @@ class ReplayBuffer(RawBuffer):
         """
         with persist.open_save(path) as save:
             self._check_fits(save.config, save.schema)
-            arrays = save.arrays(_saved_layout(save))
-            with _as_save_error(save):
+            arrays = save.arrays(persist.saved_layout(save))
+            with persist.as_save_error(save):
                 self.load_state_dict(save.state(arrays))
 
     def __repr__(self) -> str:
@@ -526,55 +526,6 @@ class ReplayBuffer(RawBuffer):
             f"{type(self).__name__}(capacity={self.capacity}, num_envs={self.num_envs}, "
             f"len={len(self)}, columns={[s[0] for s in self._schema()[0] + self._schema()[1]]})"
         )
-
-
-def _saved_layout(save: persist.Save) -> list[tuple[str, str, tuple[int, ...]]]:
-    """The state parts (name, dtype, shape) that a buffer of the save's config and columns has,
-    from the core, without building it.
-
-    Raises:
-        SaveFileError: a config or schema that no buffer has (capacity or num_envs not a
-            positive integer, fewer than 2 rows per env, malformed columns, unknown dtype).
-    """
-    config, schema = save.config, save.schema
-
-    def specs(x: Any) -> list[tuple[str, str, tuple[int, ...]]]:
-        if not isinstance(x, list):
-            raise TypeError(f"columns must be a list, got {type(x).__name__}")
-        out = []
-        for s in x:
-            name, dtype, shape = s
-            if not (isinstance(name, str) and isinstance(dtype, str) and isinstance(shape, list)):
-                raise TypeError(f"column {s!r} is not [name, dtype, shape]")
-            if not all(type(d) is int and d >= 0 for d in shape):
-                raise ValueError(f"column {name!r} has shape {shape!r}")
-            out.append((name, dtype, tuple(shape)))
-        return out
-
-    try:
-        capacity, num_envs, kind = config["capacity"], config["num_envs"], config["kind"]
-        if type(capacity) is not int or type(num_envs) is not int or capacity < 1 or num_envs < 1:
-            raise ValueError(f"capacity={capacity!r} and num_envs={num_envs!r} must be integers >= 1")
-        per = kind == "prioritized" or (kind == "her" and config.get("prioritized") is True)
-        layout = _state_layout(capacity, num_envs, specs(schema["obs"]), specs(schema["step"]), per)
-    except (KeyError, TypeError, ValueError, OverflowError, RlcoreError) as e:
-        raise SaveFileError(
-            f"{save.root}/manifest.json: its config and schema describe no buffer: {e}"
-        ) from e
-    return [(name, dtype, tuple(shape)) for name, dtype, shape in layout]
-
-
-@contextlib.contextmanager
-def _as_save_error(save: persist.Save) -> Iterator[None]:
-    """Report a manifest whose config or state a buffer refuses as a SaveFileError."""
-    try:
-        yield
-    except (SaveFileError, ApiUsageError):
-        raise
-    except (KeyError, TypeError, AttributeError, ValueError, RlcoreError) as e:
-        raise SaveFileError(
-            f"{save.root}/manifest.json is malformed or does not match its data: {e!r}"
-        ) from e
 
 
 def _instance_state(buf: ReplayBuffer) -> tuple[dict[str, Any] | None, dict[str, Any]] | None:
@@ -599,54 +550,6 @@ def _restore(
     buf = klass._from_config(state["config"], **kwargs)
     buf.load_state_dict(state)
     return buf
-
-
-def _offline_capacity(
-    obs: Any, rew: Any, terminated: Any, truncated: Any, obs_next: Any, capacity: int | None
-) -> tuple[np.ndarray, int]:
-    """The reward array and the capacity an offline stream needs (T plus one row per episode)."""
-    rew_a = np.asarray(rew)
-    if rew_a.ndim != 1:
-        from rlcore.errors import ShapeError
-
-        raise ShapeError(f"rew: expected shape [T], got {rew_a.shape}")
-    if capacity is None:
-        try:
-            segments = _count_segments(obs, obs_next, terminated, truncated)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            # malformed input: size for the worst case and let the core's validation raise
-            # its typed error
-            segments = rew_a.shape[0]
-        capacity = max(2, rew_a.shape[0] + segments)
-    return rew_a, capacity
-
-
-def _count_segments(obs: Any, obs_next: Any, terminated: Any, truncated: Any) -> int:
-    """Episodes (and continuity cuts) an offline stream will be split into."""
-    done = np.asarray(terminated).astype(bool) | np.asarray(truncated).astype(bool)
-    t_len = done.shape[0]
-    if t_len == 0:
-        return 1
-
-    def continues(a: Any, b: Any) -> np.ndarray:
-        # byte equality, exactly like the core's continuity check (-0.0 != 0.0, NaN == NaN;
-        # bools by truth value, as the core stores them: 0/1 whatever their byte)
-        a = np.ascontiguousarray(a)
-        if a.dtype == np.bool_:
-            a = a.astype(np.uint8)
-        b = np.ascontiguousarray(b, dtype=a.dtype)
-        ab = a.view(np.uint8).reshape(t_len, -1)
-        bb = b.view(np.uint8).reshape(t_len, -1)
-        return (ab[1:] == bb[:-1]).all(axis=1)
-
-    if isinstance(obs, Mapping):
-        same = np.ones(t_len - 1, bool)
-        for k in obs:
-            same &= continues(obs[k], obs_next[k])
-    else:
-        same = continues(obs, obs_next)
-    breaks = done[:-1] | ~same
-    return 1 + int(breaks.sum())
 
 
 _KINDS: dict[str, type[ReplayBuffer]] = {"replay": ReplayBuffer}
