@@ -382,12 +382,23 @@ class DistributedTrainer(Trainer):
         trainer.load_checkpoint(path, trust_env_state=trust_env_state)
         return trainer
 
-    def close(self) -> None:
-        """Kill the collector and weight-store actors (the buffer's shards stay)."""
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Kill the collector and weight-store actors (the buffer's shards stay) and wait, up to
+        ``timeout_s`` seconds, until every collector is gone: ``ray.kill`` returns before the actor
+        dies, and a dying collector can still finish the write it is in, so only then do the
+        shards no longer change (a save right after ``close`` saves what stays)."""
         ray = self._ray
         for a in self.collectors:
             ray.kill(a, no_restart=True)
         ray.kill(self.weights)
+        deadline = time.monotonic() + timeout_s
+        for a in self.collectors:
+            while time.monotonic() < deadline:
+                try:
+                    ray.get(a.pid.remote(), timeout=max(0.1, deadline - time.monotonic()))
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                    break
+                time.sleep(0.05)
         self.collectors = []
         self._inflight.clear()
 
