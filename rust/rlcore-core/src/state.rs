@@ -553,15 +553,15 @@ mod tests {
         for per in [false, true] {
             for (capacity, num_envs) in [(10, 2), (11, 3), (2, 1)] {
                 let (obs, step) = specs();
-                let mut core = ReplayCore::new(capacity, num_envs, 0).unwrap();
+                let mut core = ReplayCore::new(capacity, num_envs, 0).unwrap(); // ok: test
                 if per {
-                    core.enable_per(0.6, 0.4, 1e-6).unwrap();
+                    core.enable_per(0.6, 0.4, 1e-6).unwrap(); // ok: test
                 }
                 // before the columns exist, then after
-                let bare = state_layout_for(capacity, num_envs, &obs, &[], per).unwrap();
+                let bare = state_layout_for(capacity, num_envs, &obs, &[], per).unwrap(); // ok: test
                 assert_eq!(bare, core.state_layout());
-                core.declare(obs.clone(), step.clone()).unwrap();
-                let full = state_layout_for(capacity, num_envs, &obs, &step, per).unwrap();
+                core.declare(obs.clone(), step.clone()).unwrap(); // ok: test
+                let full = state_layout_for(capacity, num_envs, &obs, &step, per).unwrap(); // ok: test
                 assert_eq!(full, core.state_layout());
                 let exported: Vec<PartLayout> = core
                     .state_parts()
@@ -579,7 +579,7 @@ mod tests {
         assert!(state_layout_for(3, 2, &obs, &step, false).is_err());
         assert!(state_layout_for(10, 0, &obs, &step, false).is_err());
         // a huge capacity costs nothing: only the shapes are computed
-        let big = state_layout_for(1 << 50, 1, &obs, &step, true).unwrap();
+        let big = state_layout_for(1 << 50, 1, &obs, &step, true).unwrap(); // ok: test
         assert_eq!(big[0].2, vec![1usize << 50, 3]);
     }
 }
