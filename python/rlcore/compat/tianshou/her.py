@@ -83,57 +83,92 @@ class _HERMixin:
         idx = self.sample_indices(batch_size)
         return self[idx], idx  # type: ignore[index]
 
+    def rewrite_transitions(self, indices: np.ndarray) -> None:
+        """Relabel the episodes of ``indices`` (int [B], rows of this buffer) as a sample of
+        them would (Tianshou's method). The relabeling of the previous sample is dropped first
+        (Tianshou's keeps it only when a sample precedes; calling it twice loses the stored goals).
+
+        Raises:
+            IndexError: an index outside the buffer.
+        """
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self._core.capacity):
+            raise IndexError(f"indices must lie in [0, {self._core.capacity}), got {idx.min()}..{idx.max()}")
+        self._restore_cache()
+        if idx.size:
+            self._rewrite(idx)
+
+    def _draw_uniform(self, n: int) -> np.ndarray:
+        """float64 [n] in [0, 1): the future offset of each sampled row, as a fraction of its span."""
+        return self._rng.uniform(size=n)
+
+    def _draw_groups(self, n_groups: int, k: int) -> np.ndarray:
+        """int [k]: which of the ``n_groups`` sampled episodes get relabeled (no repeats)."""
+        return self._rng.choice(n_groups, size=k, replace=False)
+
     def _rewrite(self, idx: np.ndarray) -> None:
+        # Tianshou's vector buffer relabels each sub-buffer on its own (its own count of
+        # relabeled episodes, int(groups * future_p) per sub-buffer), sub-buffers in order
         core = self._core
         seg = core.segment_len
-        _, end, _ = core.episode_bounds(idx)
-        last = end - 1 + seg * ((end % seg) == 0)  # the episode's newest transition row
-        to_last = (last - idx) % seg
-        span = np.minimum(self.horizon - 1, to_last)
-        terminal = idx - idx % seg + (idx % seg + span) % seg
-        offset = np.round(self._rng.uniform(size=idx.size) * span).astype(np.int64)
-        future_t = idx - idx % seg + (idx % seg + offset) % seg
-        groups, inverse = np.unique(terminal, return_inverse=True)
-        n_groups = groups.size
-        # per group: the earliest sampled row opens the window, the latest one picks the goal
-        first = np.full(n_groups, -1, np.int64)
-        close = np.full(n_groups, -1, np.int64)
-        order = np.argsort(-span, kind="stable")  # earliest (farthest from terminal) first
-        first[inverse[order[::-1]]] = order[::-1]
-        close[inverse[order]] = order
-        relabel = np.zeros(n_groups, bool)
-        relabel[self._rng.choice(n_groups, size=int(n_groups * self.future_p), replace=False)] = True
-        if not relabel.any():
-            return
-        views = self._column_views()  # type: ignore[attr-defined]
-        ag_v = views["obs"]["achieved_goal"]
-        # windows are written group by group in time order of their first rows, a later window
-        # overwriting an earlier one where they overlap (Tianshou writes every group's window,
-        # relabeled or not, so an unrelabeled later window restores the stored goal)
-        t0 = idx[first]
-        newest = core.last_index()[t0 // seg]
-        age = (newest - t0) % seg
-        g_order = np.argsort(-age, kind="stable")
-        lens = span[first[g_order]] + 1  # window length of each group, in write order
-        starts = np.repeat(t0[g_order], lens)
-        step = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-        rows = starts - starts % seg + (starts % seg + step) % seg
-        ft = future_t[close[g_order]]
-        goal_rows = ft - ft % seg + (ft % seg + 1) % seg  # the achieved goal after step ft
-        goals = ag_v[np.repeat(goal_rows, lens)]
-        flags = np.repeat(relabel[g_order], lens)
-        _, last_pos = np.unique(rows[::-1], return_index=True)  # the last write of every row
-        keep = rows.size - 1 - last_pos
-        keep = keep[flags[keep]]
-        rows, goals = rows[keep], goals[keep]
+        newest = core.last_index()
+        env = idx // seg
+        parts = []
+        for e in np.unique(env):
+            rows = idx[env == e]
+            age = (newest[e] - rows) % seg
+            parts.append(self._rewrite_env(rows[np.argsort(-age, kind="stable")]))
+        rows = np.concatenate([p[0] for p in parts])
         if rows.size == 0:
             return
+        goals = np.concatenate([p[1] for p in parts])
+        ag_v = self._column_views()["obs"]["achieved_goal"]  # type: ignore[attr-defined]
         nxt = rows - rows % seg + (rows % seg + 1) % seg
         self._ovl_pos[rows] = np.arange(rows.size)
         rew = np.asarray(self.compute_reward_fn(ag_v[nxt], goals), dtype=np.float32).reshape(-1)
         self._rew[rows] = rew
         self.__dict__["_ovl_rows"] = rows
         self.__dict__["_ovl_goal"] = goals
+
+    def _rewrite_env(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The relabeled rows of one env's sampled ``rows`` (oldest first) and their new goals.
+
+        As Tianshou's ``rewrite_transitions``: row t's window is t, next(t), ... (horizon rows,
+        repeating the episode's newest row at its end), ``terminal`` its last row; rows with
+        the same terminal form a group (one episode, or one horizon-long stretch of it), whose
+        window is that of its oldest row and whose goal is the one achieved after step
+        ``t + round(u * (terminal - t))`` of its newest row t. Where windows overlap (horizon
+        shorter than the episode) the later group's window wins, for the goal and the reward
+        alike. Tianshou writes its [horizon, groups] window array with NumPy fancy assignment
+        whose order among repeated rows follows the index array's memory order for its rewards
+        (and 1-D goals), which is this rule, but C order for goals of more than one dimension:
+        there it keeps the reward of one goal next to another goal; rlcore does not.
+        """
+        core = self._core
+        seg = core.segment_len
+
+        def ring(r: np.ndarray, k: np.ndarray) -> np.ndarray:
+            return r - r % seg + (r % seg + k) % seg
+
+        _, end, _ = core.episode_bounds(rows)
+        last = end - 1 + seg * ((end % seg) == 0)  # the episode's newest transition row
+        span = np.minimum(self.horizon - 1, (last - rows) % seg)
+        terminal = ring(rows, span)
+        future_t = ring(rows, np.round(self._draw_uniform(rows.size) * span).astype(np.int64))
+        first = np.sort(np.unique(terminal, return_index=True)[1])  # groups are runs of rows
+        close = np.append(first[1:] - 1, rows.size - 1)
+        n_groups = first.size
+        relabel = np.zeros(n_groups, bool)
+        relabel[self._draw_groups(n_groups, int(n_groups * self.future_p))] = True
+        steps = np.minimum(np.arange(self.horizon)[None, :], span[first][:, None])  # [groups, horizon]
+        window = ring(np.broadcast_to(rows[first][:, None], steps.shape), steps).ravel()
+        group = np.repeat(np.arange(n_groups), self.horizon)
+        _, last_pos = np.unique(window[::-1], return_index=True)  # the last write of every row
+        keep = window.size - 1 - last_pos
+        keep = keep[relabel[group[keep]]]
+        ag_v = self._column_views()["obs"]["achieved_goal"]  # type: ignore[attr-defined]
+        goal_rows = ring(future_t[close], np.ones(n_groups, np.int64))  # achieved after step t'
+        return window[keep], ag_v[goal_rows][group[keep]]
 
     def __getitem__(self, index: Any) -> Any:
         out = super().__getitem__(index)  # type: ignore[misc]
