@@ -218,10 +218,7 @@ impl Storage {
     /// (whether every segment is full, number of alive rows): the candidate draw's range.
     #[inline]
     fn alive_rows(&self) -> (bool, u64) {
-        let seg = self.seg as u64;
-        let all_full = self.envs.iter().all(|s| s.head >= seg);
-        let total: u64 = self.envs.iter().map(|s| s.head.min(seg)).sum();
-        (all_full, total)
+        (self.fill.all_full(), self.fill.alive())
     }
 
     /// A uniformly drawn alive row (not necessarily a transition).
@@ -231,18 +228,9 @@ impl Storage {
         if all_full {
             return r as usize;
         }
-        let seg = self.seg as u64;
-        let mut r = r;
-        let mut e = 0;
-        loop {
-            let alive = self.envs[e].head.min(seg);
-            if r < alive {
-                break;
-            }
-            r -= alive;
-            e += 1;
-        }
-        self.phys(e, self.alive_lo(e) + r)
+        // the env holding alive row r counted over the envs in order, in O(log N)
+        let (e, k) = self.fill.locate(r);
+        self.phys(e, self.alive_lo(e) + k)
     }
 
     /// Draw B rows uniformly among alive transitions into `plans[i].p`: uniform alive rows,

@@ -11,6 +11,7 @@
 
 use crate::dtype::{cast_into, read_f64, read_flag, Array, DType};
 use crate::error::{CoreError, Result};
+use crate::fill::Fill;
 use crate::mem::{advise_huge_pages, alloc, same_bytes, FastDiv};
 use crate::per::PerState;
 use crate::schema::{
@@ -96,6 +97,10 @@ pub struct Storage {
     pub(crate) ep_start: Box<[u64]>,
     pub(crate) ep_end: Box<[u64]>,
     pub(crate) envs: Vec<EnvState>,
+    /// Alive rows per env and their total, for O(log N) uniform draws over N envs.
+    pub(crate) fill: Fill,
+    /// Alive transition rows of all envs (the sum of `envs[e].n_trans`), so `len()` is O(1).
+    transitions: u64,
     /// One observation row, for the continuity check of cast inputs.
     scratch: Vec<u8>,
 }
@@ -117,6 +122,8 @@ impl Storage {
             ep_start: alloc(rows, 0u64)?,
             ep_end: alloc(rows, OPEN)?,
             envs: vec![EnvState::default(); num_envs],
+            fill: Fill::new(num_envs, seg)?,
+            transitions: 0,
             scratch: Vec::new(),
         })
     }
@@ -144,8 +151,15 @@ impl Storage {
     }
 
     /// Number of sampleable transitions.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.envs.iter().map(|s| s.n_trans as usize).sum()
+        self.transitions as usize
+    }
+
+    /// Recompute the counts kept beside the per-env state (after a load set it directly).
+    pub(crate) fn recount(&mut self) {
+        self.transitions = self.envs.iter().map(|s| s.n_trans).sum();
+        self.fill.rebuild(self.envs.iter().map(|s| s.head));
     }
 
     /// All row records as bytes.
@@ -324,12 +338,14 @@ impl Storage {
         let p = self.phys(e, abs);
         if abs >= self.seg as u64 && self.flag(p) & F_TRANSITION != 0 {
             self.envs[e].n_trans -= 1;
+            self.transitions -= 1;
             if let Some(per) = per {
                 per.on_drop(p);
             }
         }
         let o = p * self.schema.rec;
         self.bytes_mut()[o..o + 4].fill(0);
+        self.fill.on_claim(e, abs);
         self.envs[e].head = abs + 1;
         (abs, p)
     }
@@ -439,6 +455,7 @@ impl Storage {
             data[o + OFF_REW..o + OFF_REW + 4].copy_from_slice(&(r as f32).to_ne_bytes());
         }
         self.envs[e].n_trans += 1;
+        self.transitions += 1;
         if let Some(per) = per.as_deref_mut() {
             // the add hands out row p for this transition (its `AddOutcome::rows`)
             per.on_write(p, cur);
@@ -472,6 +489,7 @@ impl Storage {
         for s in &mut self.envs {
             *s = EnvState::default();
         }
+        self.recount();
         let rec = self.schema.rec;
         let rows = if self.schema.is_defined() {
             self.rows
