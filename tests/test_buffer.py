@@ -1481,3 +1481,37 @@ def test_sample_and_len_cost_do_not_grow_with_num_envs():
             times[n].append(cost(buf))
     ratio = float(np.median(times[100_000]) / np.median(times[1]))
     assert ratio < 4.0, f"sample(256) + len() on 100k envs costs {ratio:.1f}x one env"
+
+
+def test_bench_floor_gather_copies_the_drawn_rows_and_their_next_rows():
+    """The benchmark floor (issue 20) gathers real bytes: the observation of each row it returns,
+    the next row's, the action, reward and flags, into arrays shaped like a sample's; it leaves the
+    buffer's generator alone."""
+    buf = rlcore.ReplayBuffer(64, num_envs=2, seed=0)
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        buf.add(rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 2)).astype(np.float32),
+                rng.standard_normal(2).astype(np.float32), np.array([True, False]), np.array([False, True]),
+                rng.standard_normal((2, 3)).astype(np.float32))
+    before = buf.sample(8).indices
+    fields = rlcore.TransitionBatch(*buf._floor_gather(50, 3)[:8])
+    obs, act, rew = buf.column("obs"), buf.column("act"), buf.column("rew")
+    idx = fields.indices
+    seg = buf.segment_len
+    nxt = np.where((idx + 1) % seg == 0, idx + 1 - seg, idx + 1)
+    assert fields.obs.shape == (50, 3) and fields.obs_next.shape == (50, 3) and fields.act.shape == (50, 2)
+    np.testing.assert_array_equal(fields.obs, obs[idx])
+    np.testing.assert_array_equal(fields.obs_next, obs[nxt])
+    np.testing.assert_array_equal(fields.act, act[idx])
+    np.testing.assert_array_equal(fields.rew, rew[idx])
+    np.testing.assert_array_equal(fields.terminated, buf.column("terminated")[idx])
+    assert len(set(idx.tolist())) > 20
+    # the buffer's own stream continues as if the floor had not run
+    ref = rlcore.ReplayBuffer(64, num_envs=2, seed=0)
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        ref.add(rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 2)).astype(np.float32),
+                rng.standard_normal(2).astype(np.float32), np.array([True, False]), np.array([False, True]),
+                rng.standard_normal((2, 3)).astype(np.float32))
+    np.testing.assert_array_equal(ref.sample(8).indices, before)
+    np.testing.assert_array_equal(ref.sample(8).indices, buf.sample(8).indices)

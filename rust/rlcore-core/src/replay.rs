@@ -324,6 +324,21 @@ impl ReplayCore {
         self.finish_batch(gamma, out, reward_fn)
     }
 
+    /// The benchmarks' floor, not part of the API: `b` alive rows drawn with a generator seeded
+    /// by `seed` (the buffer's own is untouched) and copied into `out` without any of
+    /// `sample`'s semantics (see `Storage::floor_gather`). The benchmark suite times it next to
+    /// `sample(b)` to show how far the sampler is from a bare gather of the same bytes.
+    ///
+    /// Errors: `InvalidValue` for `b` [`validate::sample_args`] refuses; `Empty` for an empty
+    /// buffer; `Shape` (out arrays).
+    #[doc(hidden)]
+    pub fn floor_gather(&self, b: usize, seed: u64, out: &mut BatchOut<'_>) -> Result<()> {
+        self.check_sample_args(b, 1, 0.0)?;
+        out.check(&self.st.schema, b, self.per.is_some())?;
+        self.st.floor_gather(&mut Rng::new(seed), out);
+        Ok(())
+    }
+
     /// The batch of the transitions at rows `idx` (each must hold one), as [`ReplayCore::sample`]
     /// would return it had it drawn them: n-step windows, gather, and for HER buffers the goal
     /// of sample i replaced by the achieved goal after the transition at row `goal_idx[i]` (a

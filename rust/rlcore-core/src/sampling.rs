@@ -435,6 +435,33 @@ impl Storage {
         }
     }
 
+    /// The benchmarks' floor (issue 20): the plainest gather of the bytes a `sample(B)` returns,
+    /// with none of its semantics. B rows drawn uniformly among the alive rows (transitions or
+    /// not), and for each: its observation and the next row's, its step columns, reward and
+    /// flags copied into `out`, its index into `out.indices`; no validity check, no n-step
+    /// window, `out.discount` left as it is. Not part of the buffer's API.
+    pub(crate) fn floor_gather(&self, rng: &mut Rng, out: &mut BatchOut<'_>) {
+        let (all_full, total) = self.alive_rows();
+        let sc = &self.schema;
+        for i in 0..out.rew.len() {
+            let p = self.candidate(rng, all_full, total);
+            let q = self.next_row(p);
+            for (k, c) in sc.obs.iter().enumerate() {
+                let ib = c.item_bytes;
+                out.obs[k][i * ib..(i + 1) * ib].copy_from_slice(self.cell(c, p));
+                out.obs_next[k][i * ib..(i + 1) * ib].copy_from_slice(self.cell(c, q));
+            }
+            for (k, c) in sc.step.iter().enumerate() {
+                let ib = c.item_bytes;
+                out.step[k][i * ib..(i + 1) * ib].copy_from_slice(self.cell(c, p));
+            }
+            out.rew[i] = self.rew(p);
+            out.terminated[i] = self.term(p);
+            out.truncated[i] = self.trunc(p);
+            out.indices[i] = p as i64;
+        }
+    }
+
     /// Gather the planned samples: observations of rows t and t + m, step columns of row t, the
     /// n-step return, flags and discount of the window.
     pub(crate) fn gather(&self, plans: &[Plan], gamma: f64, out: &mut BatchOut<'_>) {
