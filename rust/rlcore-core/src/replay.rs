@@ -332,10 +332,11 @@ impl ReplayCore {
     /// Errors: `InvalidValue` for `b` [`validate::sample_args`] refuses; `Empty` for an empty
     /// buffer; `Shape` (out arrays).
     #[doc(hidden)]
-    pub fn floor_gather(&self, b: usize, seed: u64, out: &mut BatchOut<'_>) -> Result<()> {
+    pub fn floor_gather(&mut self, b: usize, seed: u64, out: &mut BatchOut<'_>) -> Result<()> {
         self.check_sample_args(b, 1, 0.0)?;
         out.check(&self.st.schema, b, self.per.is_some())?;
-        self.st.floor_gather(&mut Rng::new(seed), out);
+        let rows = &mut self.scratch.rows;
+        self.st.floor_gather(&mut Rng::new(seed), rows, out);
         Ok(())
     }
 

@@ -151,7 +151,7 @@ pub struct Plan {
 pub(crate) struct Scratch {
     pub plans: Vec<Plan>,
     us: Vec<f64>,
-    rows: Vec<usize>,
+    pub(crate) rows: Vec<usize>,
 }
 
 impl Scratch {
@@ -435,25 +435,39 @@ impl Storage {
         }
     }
 
-    /// The benchmarks' floor (issue 20): the plainest gather of the bytes a `sample(B)` returns,
-    /// with none of its semantics. B rows drawn uniformly among the alive rows (transitions or
-    /// not), and for each: its observation and the next row's, its step columns, reward and
+    /// The benchmarks' floor (issue 20): the plainest fast gather of the bytes a `sample(B)`
+    /// returns, with none of its semantics. B rows drawn uniformly among the alive rows
+    /// (transitions or not) into `rows` first, then, with the records `PREFETCH_AHEAD` rows ahead
+    /// in flight, for each: its observation and the next row's, its step columns, reward and
     /// flags copied into `out`, its index into `out.indices`; no validity check, no n-step
     /// window, `out.discount` left as it is. Not part of the buffer's API.
-    pub(crate) fn floor_gather(&self, rng: &mut Rng, out: &mut BatchOut<'_>) {
+    pub(crate) fn floor_gather(
+        &self,
+        rng: &mut Rng,
+        rows: &mut Vec<usize>,
+        out: &mut BatchOut<'_>,
+    ) {
         let (all_full, total) = self.alive_rows();
         let sc = &self.schema;
-        for i in 0..out.rew.len() {
-            let p = self.candidate(rng, all_full, total);
+        let b = out.rew.len();
+        rows.clear();
+        rows.extend((0..b).map(|_| self.candidate(rng, all_full, total)));
+        for &p in rows.iter().take(PREFETCH_AHEAD) {
+            self.prefetch(p);
+        }
+        for (i, &p) in rows.iter().enumerate() {
+            if let Some(&ahead) = rows.get(i + PREFETCH_AHEAD) {
+                self.prefetch(ahead);
+            }
             let q = self.next_row(p);
             for (k, c) in sc.obs.iter().enumerate() {
                 let ib = c.item_bytes;
-                out.obs[k][i * ib..(i + 1) * ib].copy_from_slice(self.cell(c, p));
-                out.obs_next[k][i * ib..(i + 1) * ib].copy_from_slice(self.cell(c, q));
+                copy_row(&mut out.obs[k][i * ib..(i + 1) * ib], self.cell(c, p));
+                copy_row(&mut out.obs_next[k][i * ib..(i + 1) * ib], self.cell(c, q));
             }
             for (k, c) in sc.step.iter().enumerate() {
                 let ib = c.item_bytes;
-                out.step[k][i * ib..(i + 1) * ib].copy_from_slice(self.cell(c, p));
+                copy_row(&mut out.step[k][i * ib..(i + 1) * ib], self.cell(c, p));
             }
             out.rew[i] = self.rew(p);
             out.terminated[i] = self.term(p);

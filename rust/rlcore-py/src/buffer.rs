@@ -399,7 +399,7 @@ impl RawBuffer {
         seed: u64,
     ) -> Result<Bound<'py, PyTuple>> {
         let b = convert::count(batch_size, "batch_size")?;
-        let core = self.lock(py)?;
+        let mut core = self.lock(py)?;
         core.check_sample_args(b, 1, 0.0)?;
         let arrays = convert::fresh_batch(py, core.batch_fields(), b)?;
         // SAFETY: fresh arrays: C-contiguous, writable, distinct, alive until the end of this call.
