@@ -69,6 +69,76 @@ pub fn copy_row(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// Gather one column of a batch: for each i, the `n` bytes at `rows[i] * rec + off` of `src`
+/// into `dst[i * n .. (i + 1) * n]` (`dst.len() == rows.len() * n`). The copy width is chosen
+/// once per column, not per row: the inner loop is specialised for the column's size class
+/// (two overlapping moves of a fixed width), with no per-row dispatch or bounds checks once the
+/// largest row and the output size are checked. Sizes that fail that check take the checked
+/// slice path (which panics on a row outside `src`: a caller bug).
+pub fn gather_column(src: &[u8], rec: usize, off: usize, n: usize, rows: &[usize], dst: &mut [u8]) {
+    let top = rows.iter().copied().max().unwrap_or(0);
+    let fits = dst.len() == rows.len() * n
+        && top
+            .checked_mul(rec)
+            .and_then(|x| x.checked_add(off + n))
+            .is_some_and(|end| end <= src.len());
+    #[inline(always)]
+    fn each<const K: usize>(
+        src: &[u8],
+        rec: usize,
+        off: usize,
+        n: usize,
+        rows: &[usize],
+        dst: &mut [u8],
+    ) {
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        for (i, &r) in rows.iter().enumerate() {
+            // SAFETY: K <= n, the row's n bytes lie inside `src` (checked above for the largest
+            // row) and slot i's n bytes inside `dst` (its size is checked above), so both K-byte
+            // windows [0, K) and [n - K, n) of source and destination are in bounds.
+            unsafe {
+                let a = s.add(r * rec + off);
+                let b = d.add(i * n);
+                let x = std::ptr::read_unaligned(a as *const [u8; K]);
+                let y = std::ptr::read_unaligned(a.add(n - K) as *const [u8; K]);
+                std::ptr::write_unaligned(b as *mut [u8; K], x);
+                std::ptr::write_unaligned(b.add(n - K) as *mut [u8; K], y);
+            }
+        }
+    }
+    match n {
+        _ if !fits || n < 4 => {
+            for (i, &r) in rows.iter().enumerate() {
+                let o = r * rec + off;
+                dst[i * n..(i + 1) * n].copy_from_slice(&src[o..o + n]);
+            }
+        }
+        4..=8 => each::<4>(src, rec, off, n, rows, dst),
+        9..=16 => each::<8>(src, rec, off, n, rows, dst),
+        17..=32 => each::<16>(src, rec, off, n, rows, dst),
+        33..=64 => each::<32>(src, rec, off, n, rows, dst),
+        65..=128 => each::<64>(src, rec, off, n, rows, dst),
+        _ => {
+            for (i, &r) in rows.iter().enumerate() {
+                let o = r * rec + off;
+                dst[i * n..(i + 1) * n].copy_from_slice(&src[o..o + n]);
+            }
+        }
+    }
+}
+
+/// Hint the CPU to fetch the cache line holding `x` (a hint only: it never faults).
+#[inline(always)]
+pub fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint and never faults; the address is a valid reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(x as *const T as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
 /// Byte equality without a call into libc's memcmp (the rows compared on every add are short).
 #[inline]
 pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
@@ -183,6 +253,31 @@ mod tests {
             }
         }
         assert!(!same_bytes(&[1, 2], &[1]));
+    }
+
+    #[test]
+    fn gather_column_copies_each_rows_bytes_for_every_width() {
+        let rec = 160;
+        let src: Vec<u8> = (0..rec * 9).map(|i| (i * 13 + 5) as u8).collect();
+        let rows = [3usize, 0, 8, 8, 5];
+        for n in 0..=150 {
+            for off in [0usize, 1, 7, 10] {
+                if off + n > rec {
+                    continue;
+                }
+                let mut dst = vec![0u8; rows.len() * n];
+                gather_column(&src, rec, off, n, &rows, &mut dst);
+                let want: Vec<u8> = rows
+                    .iter()
+                    .flat_map(|&r| src[r * rec + off..r * rec + off + n].iter().copied())
+                    .collect();
+                assert_eq!(dst, want, "width {n} offset {off}");
+            }
+        }
+        // the last row ends exactly at the end of the source
+        let mut dst = vec![0u8; 100];
+        gather_column(&src, rec, rec - 100, 100, &[8], &mut dst);
+        assert_eq!(&dst[..], &src[9 * rec - 100..]);
     }
 
     #[test]
