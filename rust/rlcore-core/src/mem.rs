@@ -233,6 +233,11 @@ impl FastDiv {
         }
         ((n as u128 * self.m as u128) >> 64) as u64
     }
+    /// `n % d`, by the same multiply.
+    #[inline]
+    pub fn rem(&self, n: u64) -> u64 {
+        n - self.div(n) * self.d
+    }
 }
 
 #[cfg(test)]
@@ -286,6 +291,7 @@ mod tests {
             let f = FastDiv::new(d);
             for n in [0u64, 1, 5, 999, 1 << 20, (1 << 32) - 1, 1 << 40, u64::MAX] {
                 assert_eq!(f.div(n), n / d, "{n} / {d}");
+                assert_eq!(f.rem(n), n % d, "{n} % {d}");
             }
         }
     }

@@ -86,7 +86,8 @@ pub(crate) fn segment_len_for(capacity: usize, num_envs: usize) -> Result<usize>
 pub struct Storage {
     pub(crate) num_envs: usize,
     pub(crate) seg: usize,
-    /// `p / seg` without a division instruction (sampling computes it for every row).
+    /// `p / seg` and `abs % seg` without a division instruction (every row write, draw and
+    /// index query computes them).
     pub(crate) seg_div: FastDiv,
     pub(crate) rows: usize,
     pub(crate) schema: Schema,
@@ -227,13 +228,13 @@ impl Storage {
     /// The physical row of absolute row `abs` of env `env`.
     #[inline]
     pub(crate) fn phys(&self, env: usize, abs: u64) -> usize {
-        env * self.seg + (abs % self.seg as u64) as usize
+        env * self.seg + self.seg_div.rem(abs) as usize
     }
 
     /// The index of episode `ep`'s record of env `e`.
     #[inline]
     pub(crate) fn ep_rec(&self, e: usize, ep: u64) -> usize {
-        e * self.seg + (ep % self.seg as u64) as usize
+        e * self.seg + self.seg_div.rem(ep) as usize
     }
 
     /// Next physical row in the same env segment (ring order).
@@ -258,7 +259,8 @@ impl Storage {
         }
         let seg = self.seg as u64;
         let newest = h - 1;
-        let diff = (newest % seg + seg - local) % seg;
+        // (newest - local) mod seg, without a division instruction
+        let diff = self.seg_div.rem(self.seg_div.rem(newest) + seg - local);
         let alive = h.min(seg);
         if diff >= alive {
             return None;
