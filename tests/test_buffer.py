@@ -1515,3 +1515,40 @@ def test_bench_floor_gather_copies_the_drawn_rows_and_their_next_rows():
                 rng.standard_normal((2, 3)).astype(np.float32))
     np.testing.assert_array_equal(ref.sample(8).indices, before)
     np.testing.assert_array_equal(ref.sample(8).indices, buf.sample(8).indices)
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_bulk_extend_equals_step_by_step_add_through_cuts_wraps_and_masks(num_envs, prioritized):
+    """``extend`` of many rows copies the columns after the rows' bookkeeping (issue 20's bulk
+    path); it must build exactly the state of step-by-step adds: continuity cuts (the check
+    compares with this call's own obs_next), episode ends, a ring that wraps several times within
+    one call, masked steps, a dict observation and an extra."""
+    rng = np.random.default_rng(5)
+    t, n = 400, num_envs
+    obs = rng.standard_normal((t, n, 3)).astype(np.float32)
+    obs_next = rng.standard_normal((t, n, 3)).astype(np.float32)
+    cont = rng.random((t, n)) < 0.85
+    obs[1:][cont[1:]] = obs_next[:-1][cont[1:]]  # mostly continuous streams, some cuts
+    term = rng.random((t, n)) < 0.03
+    trunc = rng.random((t, n)) < 0.03
+    mask = rng.random((t, n)) < 0.9
+    act = rng.integers(0, 5, (t, n)).astype(np.int64)
+    rew = rng.standard_normal((t, n)).astype(np.float32)
+    aux = rng.standard_normal((t, n, 2))
+    goal = {"o": obs, "g": obs[..., :2].astype(np.float64).copy()}
+    goal_next = {"o": obs_next, "g": obs_next[..., :2].astype(np.float64).copy()}
+
+    def make() -> rlcore.ReplayBuffer:
+        klass = rlcore.PrioritizedReplayBuffer if prioritized else rlcore.ReplayBuffer
+        return klass(70 * n, num_envs=n, seed=1)
+
+    for o, on in ((obs, obs_next), (goal, goal_next)):
+        pick = (lambda x, k: {kk: v[k] for kk, v in x.items()}) if isinstance(o, dict) else (lambda x, k: x[k])
+        steps, bulk = make(), make()
+        want = [steps.add(pick(o, k), act[k], rew[k], term[k], trunc[k], pick(on, k), mask=mask[k], aux=aux[k])
+                for k in range(t)]
+        got = bulk.extend(o, act, rew, term, trunc, on, mask=mask, aux=aux)
+        assert got.indices.tolist() == [i for r in want for i in r.indices.tolist()]
+        assert got.episode_returns.tolist() == [x for r in want for x in r.episode_returns.tolist()]
+        _state_equal(steps, bulk)

@@ -6,16 +6,16 @@
 
 use std::time::Instant;
 
-use rlcore_core::{Array, BatchOut, DType, Obs, ReplayCore, Steps};
+use rlcore_core::{Array, BatchOut, DType, Obs, ReplayCore, Result, Steps};
 
 const OBS: usize = 17;
 const ACT: usize = 6;
 const B: usize = 256;
 
-fn filled(cap: usize, per: bool) -> ReplayCore {
-    let mut core = ReplayCore::new(cap, 1, 0).unwrap(); // ok: bench
+fn filled(cap: usize, per: bool) -> Result<ReplayCore> {
+    let mut core = ReplayCore::new(cap, 1, 0)?;
     if per {
-        core.enable_per(0.6, 0.4, 1e-6).unwrap(); // ok: bench
+        core.enable_per(0.6, 0.4, 1e-6)?;
     }
     let n = cap;
     let mut x = 1u64;
@@ -47,8 +47,8 @@ fn filled(cap: usize, per: bool) -> ReplayCore {
         extras: &[],
         mask: None,
     };
-    core.extend(&s).unwrap(); // ok: bench
-    core
+    core.extend(&s)?;
+    Ok(core)
 }
 
 struct Out {
@@ -117,20 +117,21 @@ fn cpu_now() -> f64 {
     T0.with(|t0| t0.elapsed().as_secs_f64())
 }
 
-fn time(mut f: impl FnMut()) -> (f64, f64, f64) {
+/// (median, min, max) µs per call over 15 blocks of 400 calls; the first error ends it.
+fn time(mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64, f64)> {
     let mut v = Vec::new();
     for _ in 0..15 {
         let t = cpu_now();
         for _ in 0..400 {
-            f();
+            f()?;
         }
         v.push((cpu_now() - t) * 1e6 / 400.0);
     }
     v.sort_by(f64::total_cmp);
-    (v[7], v[0], v[14])
+    Ok((v[7], v[0], v[14]))
 }
 
-fn main() {
+fn main() -> Result<()> {
     // optional filters (cargo passes `--bench`): a capacity and a substring of the case names
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -147,15 +148,15 @@ fn main() {
         };
         let want = |name: &str| name.contains(only.as_str());
         let mut out = Out::new();
-        let mut core = filled(cap, false);
+        let mut core = filled(cap, false)?;
         let mut seed = 0u64;
         if want("floor") {
             report(
                 "floor",
                 time(|| {
                     seed += 1;
-                    core.floor_gather(B, seed, &mut out.batch(false)).unwrap(); // ok: bench
-                }),
+                    core.floor_gather(B, seed, &mut out.batch(false))
+                })?,
             );
         }
         for n in [1usize, 3] {
@@ -167,51 +168,41 @@ fn main() {
             if want(&name) {
                 report(
                     &name,
-                    time(|| {
-                        core.sample(B, n, 0.99, &mut out.batch(false), None)
-                            .unwrap()
-                    }),
-                ); // ok: bench
+                    time(|| core.sample(B, n, 0.99, &mut out.batch(false), None))?,
+                );
             }
         }
         if want("PER sample(256) only") || want("PER update(256) only") {
-            let mut pcore = filled(cap, true);
+            let mut pcore = filled(cap, true)?;
             let prio: Vec<f64> = (0..B).map(|i| 0.1 + (i % 17) as f64).collect();
             let rows: Vec<i64> = (0..B as i64).map(|i| (i * 7919) % cap as i64).collect();
-            pcore.update_priorities(&rows, &prio).unwrap(); // ok: bench
+            pcore.update_priorities(&rows, &prio)?;
             if want("PER sample(256) only") {
                 report(
                     "PER sample(256) only",
-                    time(|| {
-                        pcore
-                            .sample(B, 1, 0.99, &mut out.batch(true), None)
-                            .unwrap()
-                    }), // ok: bench
+                    time(|| pcore.sample(B, 1, 0.99, &mut out.batch(true), None))?,
                 );
             }
             if want("PER update(256) only") {
                 report(
                     "PER update(256) only",
-                    time(|| {
-                        pcore.update_priorities(&rows, &prio).unwrap(); // ok: bench
-                    }),
+                    time(|| pcore.update_priorities(&rows, &prio).map(|_| ()))?,
                 );
             }
         }
         if want("PER sample(256) + update(256)") {
-            let mut pcore = filled(cap, true);
+            let mut pcore = filled(cap, true)?;
             let prio: Vec<f64> = (0..B).map(|i| 0.1 + (i % 17) as f64).collect();
             let mut idx = vec![0i64; B];
             report(
                 "PER sample(256) + update(256)",
                 time(|| {
-                    pcore
-                        .sample(B, 1, 0.99, &mut out.batch(true), None)
-                        .unwrap(); // ok: bench
+                    pcore.sample(B, 1, 0.99, &mut out.batch(true), None)?;
                     idx.copy_from_slice(&out.idx);
-                    pcore.update_priorities(&idx, &prio).unwrap(); // ok: bench
-                }),
+                    pcore.update_priorities(&idx, &prio).map(|_| ())
+                })?,
             );
         }
     }
+    Ok(())
 }

@@ -127,6 +127,69 @@ pub fn gather_column(src: &[u8], rec: usize, off: usize, n: usize, rows: &[usize
     }
 }
 
+/// The mirror of [`gather_column`]: for each `(row, k, i)` of `writes`, in order, the `n` bytes
+/// `srcs[k][i * n .. (i + 1) * n]` into `dst` at `row * rec + off` (a later write to a row
+/// replaces an earlier one; `k` picks one of two sources, e.g. `obs` and `obs_next`). Specialised
+/// per size class like the gather; sizes or rows that fail the up-front check take the checked
+/// slice path.
+pub fn scatter_column(
+    dst: &mut [u8],
+    rec: usize,
+    off: usize,
+    n: usize,
+    writes: &[(usize, u8, usize)],
+    srcs: [&[u8]; 2],
+) {
+    let (top_row, top_src) = writes
+        .iter()
+        .fold((0, 0), |(r, i), &(wr, _, wi)| (r.max(wr), i.max(wi)));
+    let fits = (top_src + 1)
+        .checked_mul(n)
+        .is_some_and(|end| end <= srcs[0].len().min(srcs[1].len()))
+        && top_row
+            .checked_mul(rec)
+            .and_then(|x| x.checked_add(off + n))
+            .is_some_and(|end| end <= dst.len())
+        && writes.iter().all(|w| w.1 < 2);
+    #[inline(always)]
+    fn each<const K: usize>(
+        dst: &mut [u8],
+        rec: usize,
+        off: usize,
+        n: usize,
+        writes: &[(usize, u8, usize)],
+        srcs: [&[u8]; 2],
+    ) {
+        let (s, d) = ([srcs[0].as_ptr(), srcs[1].as_ptr()], dst.as_mut_ptr());
+        for &(r, k, i) in writes {
+            // SAFETY: K <= n, k < 2, and the largest row's and source index's n bytes were checked
+            // to lie inside `dst` and both sources, so both K-byte windows of both sides are in
+            // bounds.
+            unsafe {
+                let a = s[k as usize].add(i * n);
+                let b = d.add(r * rec + off);
+                let x = std::ptr::read_unaligned(a as *const [u8; K]);
+                let y = std::ptr::read_unaligned(a.add(n - K) as *const [u8; K]);
+                std::ptr::write_unaligned(b as *mut [u8; K], x);
+                std::ptr::write_unaligned(b.add(n - K) as *mut [u8; K], y);
+            }
+        }
+    }
+    match n {
+        _ if !fits || !(4..=128).contains(&n) => {
+            for &(r, k, i) in writes {
+                let o = r * rec + off;
+                dst[o..o + n].copy_from_slice(&srcs[k as usize][i * n..(i + 1) * n]);
+            }
+        }
+        4..=8 => each::<4>(dst, rec, off, n, writes, srcs),
+        9..=16 => each::<8>(dst, rec, off, n, writes, srcs),
+        17..=32 => each::<16>(dst, rec, off, n, writes, srcs),
+        33..=64 => each::<32>(dst, rec, off, n, writes, srcs),
+        _ => each::<64>(dst, rec, off, n, writes, srcs),
+    }
+}
+
 /// Hint the CPU to fetch the cache line holding `x` (a hint only: it never faults).
 #[inline(always)]
 pub fn prefetch<T>(x: &T) {
@@ -283,6 +346,32 @@ mod tests {
         let mut dst = vec![0u8; 100];
         gather_column(&src, rec, rec - 100, 100, &[8], &mut dst);
         assert_eq!(&dst[..], &src[9 * rec - 100..]);
+    }
+
+    #[test]
+    fn scatter_column_writes_in_order_for_every_width() {
+        let rec = 160;
+        for n in 0..=150 {
+            let a: Vec<u8> = (0..4 * n).map(|i| (i * 7 + 3) as u8).collect();
+            let b: Vec<u8> = (0..4 * n).map(|i| (i * 5 + 1) as u8).collect();
+            // row 2 is written from both sources; the later write wins
+            let writes = [
+                (2usize, 0u8, 0usize),
+                (5, 1, 3),
+                (2, 1, 1),
+                (8, 0, 2),
+                (5, 0, 1),
+            ];
+            let off = 10.min(rec - n);
+            let mut dst = vec![0xAAu8; rec * 9];
+            let mut want = dst.clone();
+            scatter_column(&mut dst, rec, off, n, &writes, [&a, &b]);
+            for &(r, k, i) in &writes {
+                let src = if k == 0 { &a } else { &b };
+                want[r * rec + off..r * rec + off + n].copy_from_slice(&src[i * n..(i + 1) * n]);
+            }
+            assert_eq!(dst, want, "width {n}");
+        }
     }
 
     #[test]
