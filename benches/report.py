@@ -81,6 +81,9 @@ def default_out(now: dt.datetime | None = None) -> Path:
             folder = base.with_name(f"{stamp}-{k}")
 
 PEER_ORDER = ["rlcore", "rlox", "cpprb", "sb3", "tianshou", "torchrl"]
+# the bench-only bare gather timed beside rlcore's sample (issue 20): its rows come last in a group and
+# the headline shows rlcore's time over its time (how far the sampler is from the hardware)
+FLOOR = "floor"
 PACKAGES = [
     "rlcore",
     "numpy",
@@ -647,6 +650,8 @@ def write_markdown(
         if "headline" in pics:
             L.append(f"![rlcore speed-up over each peer]({pics['headline']})\n")
 
+    L.extend(floor_table(cpu_groups))
+
     if e2e is not None or meta.get("e2e_notes"):
         L.extend(e2e_section(e2e or [], meta))
 
@@ -730,15 +735,46 @@ def headline_table(
 ) -> list[str]:
     """The headline table's lines (Markdown), also embedded in the README."""
     peers = [p for p in PEER_ORDER[1:] if any(r["lib"] == p for g in heads for r in groups[g])]
-    L = ["| operation | rlcore | " + " | ".join(peers) + " |", "|---|---:|" + "---:|" * len(peers)]
+    floor = any(r["lib"] == FLOOR for g in heads for r in groups[g])
+    L = [
+        "| operation | rlcore | " + " | ".join(peers) + (" | rlcore / floor |" if floor else " |"),
+        "|---|---:|" + "---:|" * (len(peers) + floor),
+    ]
     for g in heads:
         rs = {r["lib"]: r for r in groups[g]}
         base = rs.get("rlcore")
         skipped = {sk["lib"] for sk in skips if sk.get("group") == g}
         cells = [fmt_ratio(rs[p]["ratio"]) if p in rs else "skipped" if p in skipped else "–" for p in peers]
+        if floor:
+            f = rs.get(FLOOR)
+            cells.append(fmt_ratio(base["median"] / f["median"]) if base and f and f["median"] else "–")
         unit = groups[g][0]["unit"]
         first = f"{fmt_time(base['median'], unit)} {unit_label(unit)}" if base else "–"
         L.append(f"| {g} | {first} | " + " | ".join(cells) + " |")
+    return L
+
+
+def floor_table(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Every group with a floor row (sample(256) at each capacity): rlcore's and each peer's time
+    over the floor's, i.e. how many times a bare gather of the same bytes each one costs."""
+    gs = [g for g, rs in groups.items() if any(r["lib"] == FLOOR for r in rs)]
+    if not gs:
+        return []
+    libs = [p for p in PEER_ORDER if any(r["lib"] == p for g in gs for r in groups[g])]
+    L = [
+        "## Distance to the floor: time / floor time\n",
+        "The floor is a bench-only bare Rust gather of the same bytes into the same arrays "
+        "(`benches/suite/test_bench_sample.py`); 1.0 would be a sampler with no per-row work of its own.\n",
+        "| group | floor | " + " | ".join(libs) + " |",
+        "|---|---:|" + "---:|" * len(libs),
+    ]
+    for g in gs:
+        rs = {r["lib"]: r for r in groups[g]}
+        f = rs[FLOOR]
+        unit = f["unit"]
+        cells = [fmt_ratio(rs[p]["median"] / f["median"]) if p in rs and f["median"] else "–" for p in libs]
+        L.append(f"| {g} | {fmt_time(f['median'], unit)} {unit_label(unit)} | " + " | ".join(cells) + " |")
+    L.append("")
     return L
 
 

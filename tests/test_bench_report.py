@@ -273,7 +273,7 @@ def test_targets_come_from_the_toml_file_and_stay_out_of_the_report(
 
 def test_the_repository_targets_file_loads_and_bad_ones_are_refused(tmp_path: Path) -> None:
     targets = bench.load_targets(_REPORT.parent / "targets.toml")
-    assert len(targets) == 24 and len({t["name"] for t in targets}) == 24
+    assert len(targets) == 31 and len({t["name"] for t in targets}) == 31
     bad = tmp_path / "bad.toml"
     bad.write_text('[[target]]\nname = "x"\ngroup = "g"\npeer = "rlox"\n')  # no min
     with pytest.raises(ValueError, match="number 1 needs name, group and either peer"):
@@ -303,3 +303,24 @@ def test_headline_chart_shows_each_value(tmp_path: Path, monkeypatch: pytest.Mon
     peers = bench.PEER_ORDER[1:]
     want = [bench.fmt_ratio(r["ratio"]) for g in heads for r in groups[g] if r["lib"] in peers]
     assert want and sorted(x for x in labels if x) == sorted(want)
+
+
+def test_floor_rows_give_the_distance_to_the_floor_in_the_headline_and_their_own_table() -> None:
+    """A floor row (issue 20) is not a peer: the headline shows rlcore / floor, and the floor
+    table every library's median over the floor's, at each capacity."""
+
+    def row(group: str, lib: str, median: float) -> dict[str, object]:
+        return {"group": group, "op": group.split(" @ ")[0], "lib": lib, "median": median, "iqr": 0.0,
+                "min": median, "rounds": 1, "unit": "s", "capacity": 200_000, "obs": None, "note": "",
+                "disk_bytes": None, "runs": 1, "spread": 0.0}
+
+    g = "sample(256) @ 200k"
+    groups = bench.by_group([row(g, "rlcore", 10e-6), row(g, "rlox", 25e-6), row(g, "floor", 4e-6)])
+    head = "\n".join(bench.headline_table(groups, [], [g]))
+    assert "rlcore / floor" in head and bench.fmt_ratio(2.5) in head.splitlines()[-1]
+    assert "| floor |" not in head.splitlines()[0].replace("rlcore / floor", "")
+    table = "\n".join(bench.floor_table(groups))
+    line = next(x for x in table.splitlines() if x.startswith(f"| {g}"))
+    assert line.split("|")[3].strip() == bench.fmt_ratio(2.5)
+    assert line.split("|")[4].strip() == bench.fmt_ratio(6.25)
+    assert bench.floor_table(bench.by_group([row(g, "rlcore", 1e-6)])) == []

@@ -114,6 +114,38 @@ def test_import_needs_no_ray(monkeypatch):
         ShardedReplayBuffer(functools.partial(rlcore.ReplayBuffer, 100), num_shards=1)
 
 
+def test_shard_priority_stats_are_the_cores_o1_stats_without_a_scan_of_its_rows(monkeypatch):
+    """A PER shard's (transitions, mass, smallest priority) after adds and updates are the core's
+    priority_stats: the sum and the minimum of its row priorities, got without reading them."""
+    from rlcore.distributed.shard import BufferShard
+
+    shard = BufferShard(functools.partial(rlcore.PrioritizedReplayBuffer, 64), num_envs=2, seed=0)
+    buf = shard.buffer
+    rng = np.random.default_rng(0)
+    assert shard.stats() == (0, 0.0, float("inf"))
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("the shard read its rows' priorities")
+
+    all_rows = np.arange(buf.capacity)
+    for step in range(3):
+        t, n = 5, 2
+        obs = rng.standard_normal((t, n, 3)).astype(F32)
+        done = np.zeros((t, n), bool)
+        done[-1] = True
+        with monkeypatch.context() as m:
+            m.setattr(type(buf), "priorities", no_scan)
+            shard.add_chunk(0, obs, np.zeros((t, n, 1), F32), np.ones((t, n), F32), done, done, obs + 1,
+                            np.ones((t, n), bool), {})
+            idx = buf.sample(8).indices
+            shard.update_priorities(idx, rng.uniform(0.1, 5.0, idx.size) * (step + 1))
+            n_trans, mass, pmin = shard.stats()
+        p = buf.priorities(all_rows)
+        assert n_trans == len(buf)
+        assert mass == pytest.approx(p.sum(), rel=1e-12)
+        assert pmin == p[p > 0].min()
+
+
 def test_uniform_matches_local(ray_session):
     n_envs = 3
     local = rlcore.ReplayBuffer(3 * 400, num_envs=n_envs, seed=0)

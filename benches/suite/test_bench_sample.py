@@ -1,6 +1,11 @@
 """sample(256) and sample(256, n_step=3) from a full buffer at capacity 10k, 200k and 1M: the
 learner's per-gradient-step cost, which must not grow with capacity; and sample(32) and
-sample(1024) at 200k (the per-call overhead against the per-row cost)."""
+sample(1024) at 200k (the per-call overhead against the per-row cost).
+
+Each sample(256) group also times the *floor* (issue 20): ``RawBuffer._floor_gather``, a bench-only
+Rust gather into the same fresh output arrays of the same bytes (observation, next row's
+observation, action, reward, flags, index) of uniformly drawn rows, without validity, n-step or
+discount work, behind the same one PyO3 call. The report shows rlcore's time over the floor's."""
 
 from __future__ import annotations
 
@@ -28,6 +33,12 @@ CAPACITIES = [10_000, 200_000, 1_000_000]
 
 
 def _sample_op(lib: str, cap: int, batch: int = BATCH) -> tuple[Any, str]:
+    if lib == "floor":
+        buf = build_rlcore(cap)
+        seeds = itertools.count(1).__next__
+        return (
+            lambda: buf._floor_gather(batch, seeds())
+        ), "bare Rust gather of the same bytes into the same arrays (no validity, n-step or discount)"
     if lib == "rlcore":
         buf = build_rlcore(cap)
         return (lambda: buf.sample(batch)), "TransitionBatch of numpy arrays"
@@ -87,7 +98,7 @@ def _nstep_op(lib: str, cap: int) -> tuple[Any, str]:
 
 
 @pytest.mark.parametrize("cap", CAPACITIES, ids=lambda c: f"cap{c}")
-@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("lib", [*LIBS, "floor"])
 def test_sample(benchmark: Any, lib: str, cap: int) -> None:
     tag(benchmark, f"sample({BATCH})", lib, capacity=cap)
     op, note = build_or_skip(lib, lambda: _sample_op(lib, cap))

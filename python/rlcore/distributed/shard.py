@@ -3,7 +3,6 @@ priority updates and its state."""
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -59,18 +58,14 @@ class BufferShard:
         num_envs: env streams of the whole sharded buffer; every shard has a segment per stream.
         seed: seed of this shard's buffer.
 
-    Under PER the shard keeps its total priority mass and its smallest positive priority: exactly
-    (a scan of ``priorities`` over all rows) after adds and loads, incrementally after
-    ``update_priorities``; the core exposes neither (see the module's core API request).
+    Under PER the shard reports its total priority mass and its smallest positive priority from
+    the core's ``priority_stats()`` (O(1): the roots of its sum and min trees), never from a scan
+    of its rows.
     """
 
     def __init__(self, make_buffer: BufferFactory, num_envs: int, seed: int | None) -> None:
         self.buffer = make_buffer(num_envs=num_envs, seed=seed)
         self.num_envs = int(num_envs)
-        self._rows = np.arange(self.buffer.capacity, dtype=np.int64)
-        self._mass = 0.0
-        self._pmin = math.inf
-        self._scan_needed = bool(self.buffer.prioritized)
 
     def info(self) -> dict[str, Any]:
         """Kind, capacity, num_envs and PER parameters of the buffer."""
@@ -85,22 +80,15 @@ class BufferShard:
             "eps": b.eps,
         }
 
-    def _scan(self) -> None:
-        p = self.buffer.priorities(self._rows)
-        pos = p[p > 0]
-        self._mass = float(p.sum())
-        self._pmin = float(pos.min()) if pos.size else math.inf
-        self._scan_needed = False
-
     def stats(self) -> tuple[int, float, float]:
         """``(transitions, priority mass, smallest positive priority)``; mass = transitions and
-        min = 1 for a uniform buffer."""
+        min = 1 for a uniform buffer; the smallest priority is ``inf`` while no row has one. O(1)."""
         n = len(self.buffer)
-        if not self.buffer.prioritized:
+        stats = self.buffer.priority_stats()
+        if stats is None:
             return n, float(n), 1.0
-        if self._scan_needed:
-            self._scan()
-        return n, self._mass, self._pmin
+        mass, pmin, _ = stats
+        return n, float(mass), float(pmin)
 
     def add_chunk(
         self,
@@ -141,7 +129,6 @@ class BufferShard:
                 mask=None if m.all() else m,
                 **{k: v[t] for k, v in extras.items()},
             )
-        self._scan_needed = bool(self.buffer.prioritized)
         return int(mask.sum())
 
     def sample(
@@ -153,19 +140,8 @@ class BufferShard:
         return fields, self.stats()
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> int:
-        """As ``PrioritizedReplayBuffer.update_priorities``; keeps the priority mass exact."""
-        if self._scan_needed:
-            return self.buffer.update_priorities(indices, priorities)
-        rows = np.unique(np.asarray(indices, dtype=np.int64))
-        old = self.buffer.priorities(rows)
-        skipped = self.buffer.update_priorities(indices, priorities)
-        new = self.buffer.priorities(rows)
-        self._mass += float((new - old).sum())
-        if (old == self._pmin).any():
-            self._scan_needed = True  # the smallest priority may have gone up
-        elif (new > 0).any():
-            self._pmin = min(self._pmin, float(new[new > 0].min()))
-        return skipped
+        """As ``PrioritizedReplayBuffer.update_priorities``."""
+        return self.buffer.update_priorities(indices, priorities)
 
     def set_beta(self, beta: float) -> None:
         self.buffer.beta = beta
@@ -178,7 +154,6 @@ class BufferShard:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.buffer.load_state_dict(state)
-        self._scan_needed = bool(self.buffer.prioritized)
 
     def save_files(self) -> dict[str, bytes]:
         """The files of ``buffer.save`` (written to a temporary folder on this actor's node) as
@@ -198,8 +173,6 @@ class BufferShard:
             root = Path(tmp) / "save"
             _write_tree(root, files)
             self.buffer.restore(root)
-        self._scan_needed = bool(self.buffer.prioritized)
 
     def clear(self) -> None:
         self.buffer.clear()
-        self._scan_needed = bool(self.buffer.prioritized)

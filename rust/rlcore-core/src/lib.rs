@@ -9,6 +9,7 @@
 //! - [`validate`]: the checks of arguments, of one call's inputs against the schema and of
 //!   caller-supplied output arrays;
 //! - [`sumtree`] and [`per`]: prioritized replay state, priority updates, weights;
+//! - `fill`: per-env alive-row counts (O(log N) draws over N envs);
 //! - [`storage`]: episode-contiguous ring storage, `add`/`extend` writes;
 //! - [`episodes`]: O(1) episode queries; [`sampling`]: draws, n-step windows, gathers;
 //! - [`her`]: hindsight goal selection and relabeling;
@@ -22,6 +23,7 @@ pub mod checksum;
 pub mod dtype;
 pub mod episodes;
 pub mod error;
+pub(crate) mod fill;
 pub mod gae;
 pub mod her;
 pub mod mem;

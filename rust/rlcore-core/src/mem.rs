@@ -69,6 +69,139 @@ pub fn copy_row(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// Gather one column of a batch: for each i, the `n` bytes at `rows[i] * rec + off` of `src`
+/// into `dst[i * n .. (i + 1) * n]` (`dst.len() == rows.len() * n`). The copy width is chosen
+/// once per column, not per row: the inner loop is specialised for the column's size class
+/// (two overlapping moves of a fixed width), with no per-row dispatch or bounds checks once the
+/// largest row and the output size are checked. Sizes that fail that check take the checked
+/// slice path (which panics on a row outside `src`: a caller bug).
+pub fn gather_column(src: &[u8], rec: usize, off: usize, n: usize, rows: &[usize], dst: &mut [u8]) {
+    let top = rows.iter().copied().max().unwrap_or(0);
+    let fits = dst.len() == rows.len() * n
+        && top
+            .checked_mul(rec)
+            .and_then(|x| x.checked_add(off + n))
+            .is_some_and(|end| end <= src.len());
+    #[inline(always)]
+    fn each<const K: usize>(
+        src: &[u8],
+        rec: usize,
+        off: usize,
+        n: usize,
+        rows: &[usize],
+        dst: &mut [u8],
+    ) {
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        for (i, &r) in rows.iter().enumerate() {
+            // SAFETY: K <= n, the row's n bytes lie inside `src` (checked above for the largest
+            // row) and slot i's n bytes inside `dst` (its size is checked above), so both K-byte
+            // windows [0, K) and [n - K, n) of source and destination are in bounds.
+            unsafe {
+                let a = s.add(r * rec + off);
+                let b = d.add(i * n);
+                let x = std::ptr::read_unaligned(a as *const [u8; K]);
+                let y = std::ptr::read_unaligned(a.add(n - K) as *const [u8; K]);
+                std::ptr::write_unaligned(b as *mut [u8; K], x);
+                std::ptr::write_unaligned(b.add(n - K) as *mut [u8; K], y);
+            }
+        }
+    }
+    match n {
+        _ if !fits || n < 4 => {
+            for (i, &r) in rows.iter().enumerate() {
+                let o = r * rec + off;
+                dst[i * n..(i + 1) * n].copy_from_slice(&src[o..o + n]);
+            }
+        }
+        4..=8 => each::<4>(src, rec, off, n, rows, dst),
+        9..=16 => each::<8>(src, rec, off, n, rows, dst),
+        17..=32 => each::<16>(src, rec, off, n, rows, dst),
+        33..=64 => each::<32>(src, rec, off, n, rows, dst),
+        65..=128 => each::<64>(src, rec, off, n, rows, dst),
+        _ => {
+            for (i, &r) in rows.iter().enumerate() {
+                let o = r * rec + off;
+                dst[i * n..(i + 1) * n].copy_from_slice(&src[o..o + n]);
+            }
+        }
+    }
+}
+
+/// The mirror of [`gather_column`]: for each `(row, k, i)` of `writes`, in order, the `n` bytes
+/// `srcs[k][i * n .. (i + 1) * n]` into `dst` at `row * rec + off` (a later write to a row
+/// replaces an earlier one; `k` picks one of two sources, e.g. `obs` and `obs_next`). Specialised
+/// per size class like the gather; sizes or rows that fail the up-front check take the checked
+/// slice path.
+pub fn scatter_column(
+    dst: &mut [u8],
+    rec: usize,
+    off: usize,
+    n: usize,
+    writes: &[(usize, u8, usize)],
+    srcs: [&[u8]; 2],
+) {
+    let (top_row, top_src) = writes
+        .iter()
+        .fold((0, 0), |(r, i), &(wr, _, wi)| (r.max(wr), i.max(wi)));
+    let fits = (top_src + 1)
+        .checked_mul(n)
+        .is_some_and(|end| end <= srcs[0].len().min(srcs[1].len()))
+        && top_row
+            .checked_mul(rec)
+            .and_then(|x| x.checked_add(off + n))
+            .is_some_and(|end| end <= dst.len())
+        && writes.iter().all(|w| w.1 < 2);
+    #[inline(always)]
+    fn each<const K: usize>(
+        dst: &mut [u8],
+        rec: usize,
+        off: usize,
+        n: usize,
+        writes: &[(usize, u8, usize)],
+        srcs: [&[u8]; 2],
+    ) {
+        let (s, d) = ([srcs[0].as_ptr(), srcs[1].as_ptr()], dst.as_mut_ptr());
+        for &(r, k, i) in writes {
+            // SAFETY: K <= n, k < 2, and the largest row's and source index's n bytes were checked
+            // to lie inside `dst` and both sources, so both K-byte windows of both sides are in
+            // bounds.
+            unsafe {
+                let a = s[k as usize].add(i * n);
+                let b = d.add(r * rec + off);
+                let x = std::ptr::read_unaligned(a as *const [u8; K]);
+                let y = std::ptr::read_unaligned(a.add(n - K) as *const [u8; K]);
+                std::ptr::write_unaligned(b as *mut [u8; K], x);
+                std::ptr::write_unaligned(b.add(n - K) as *mut [u8; K], y);
+            }
+        }
+    }
+    match n {
+        _ if !fits || !(4..=128).contains(&n) => {
+            for &(r, k, i) in writes {
+                let o = r * rec + off;
+                dst[o..o + n].copy_from_slice(&srcs[k as usize][i * n..(i + 1) * n]);
+            }
+        }
+        4..=8 => each::<4>(dst, rec, off, n, writes, srcs),
+        9..=16 => each::<8>(dst, rec, off, n, writes, srcs),
+        17..=32 => each::<16>(dst, rec, off, n, writes, srcs),
+        33..=64 => each::<32>(dst, rec, off, n, writes, srcs),
+        _ => each::<64>(dst, rec, off, n, writes, srcs),
+    }
+}
+
+/// Hint the CPU to fetch the cache line holding `x` (a hint only: it never faults).
+#[inline(always)]
+pub fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint and never faults; the address is a valid reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(x as *const T as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
 /// Byte equality without a call into libc's memcmp (the rows compared on every add are short).
 #[inline]
 pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
@@ -163,6 +296,11 @@ impl FastDiv {
         }
         ((n as u128 * self.m as u128) >> 64) as u64
     }
+    /// `n % d`, by the same multiply.
+    #[inline]
+    pub fn rem(&self, n: u64) -> u64 {
+        n - self.div(n) * self.d
+    }
 }
 
 #[cfg(test)]
@@ -186,11 +324,63 @@ mod tests {
     }
 
     #[test]
+    fn gather_column_copies_each_rows_bytes_for_every_width() {
+        let rec = 160;
+        let src: Vec<u8> = (0..rec * 9).map(|i| (i * 13 + 5) as u8).collect();
+        let rows = [3usize, 0, 8, 8, 5];
+        for n in 0..=150 {
+            for off in [0usize, 1, 7, 10] {
+                if off + n > rec {
+                    continue;
+                }
+                let mut dst = vec![0u8; rows.len() * n];
+                gather_column(&src, rec, off, n, &rows, &mut dst);
+                let want: Vec<u8> = rows
+                    .iter()
+                    .flat_map(|&r| src[r * rec + off..r * rec + off + n].iter().copied())
+                    .collect();
+                assert_eq!(dst, want, "width {n} offset {off}");
+            }
+        }
+        // the last row ends exactly at the end of the source
+        let mut dst = vec![0u8; 100];
+        gather_column(&src, rec, rec - 100, 100, &[8], &mut dst);
+        assert_eq!(&dst[..], &src[9 * rec - 100..]);
+    }
+
+    #[test]
+    fn scatter_column_writes_in_order_for_every_width() {
+        let rec = 160;
+        for n in 0..=150 {
+            let a: Vec<u8> = (0..4 * n).map(|i| (i * 7 + 3) as u8).collect();
+            let b: Vec<u8> = (0..4 * n).map(|i| (i * 5 + 1) as u8).collect();
+            // row 2 is written from both sources; the later write wins
+            let writes = [
+                (2usize, 0u8, 0usize),
+                (5, 1, 3),
+                (2, 1, 1),
+                (8, 0, 2),
+                (5, 0, 1),
+            ];
+            let off = 10.min(rec - n);
+            let mut dst = vec![0xAAu8; rec * 9];
+            let mut want = dst.clone();
+            scatter_column(&mut dst, rec, off, n, &writes, [&a, &b]);
+            for &(r, k, i) in &writes {
+                let src = if k == 0 { &a } else { &b };
+                want[r * rec + off..r * rec + off + n].copy_from_slice(&src[i * n..(i + 1) * n]);
+            }
+            assert_eq!(dst, want, "width {n}");
+        }
+    }
+
+    #[test]
     fn fast_div_is_exact_below_2_pow_32_and_falls_back_above() {
         for d in [2u64, 3, 7, 10, 1000, 65_537, (1 << 32) - 1, 1 << 33] {
             let f = FastDiv::new(d);
             for n in [0u64, 1, 5, 999, 1 << 20, (1 << 32) - 1, 1 << 40, u64::MAX] {
                 assert_eq!(f.div(n), n / d, "{n} / {d}");
+                assert_eq!(f.rem(n), n % d, "{n} % {d}");
             }
         }
     }

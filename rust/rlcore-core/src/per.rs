@@ -151,6 +151,12 @@ impl PerState {
             }
             updates.push((i as usize, v));
         }
+        // the checks below read `handed_out` and the trees at random rows: start every miss of
+        // the batch before the first is waited for
+        for &(r, _) in &updates {
+            self.tree.prefetch_leaf(r);
+            crate::mem::prefetch(&self.handed_out[r]);
+        }
         let mut skipped = 0;
         for (r, v) in updates {
             if transition_abs(r) == Some(self.handed_out[r]) {

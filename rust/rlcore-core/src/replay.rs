@@ -305,7 +305,7 @@ impl ReplayCore {
         let st = &self.st;
         let rng = &mut self.rng;
         if self.per.is_none() && self.her.is_none() {
-            st.sample_fused(rng, b, n_step, gamma, out);
+            st.sample_fused(rng, &mut self.scratch.pairs, b, n_step, gamma, out);
             return Ok(());
         }
         self.scratch.plans(b);
@@ -322,6 +322,22 @@ impl ReplayCore {
             her::plan_goals(cfg, st, rng, plans);
         }
         self.finish_batch(gamma, out, reward_fn)
+    }
+
+    /// The benchmarks' floor, not part of the API: `b` alive rows drawn with a generator seeded
+    /// by `seed` (the buffer's own is untouched) and copied into `out` without any of
+    /// `sample`'s semantics (see `Storage::floor_gather`). The benchmark suite times it next to
+    /// `sample(b)` to show how far the sampler is from a bare gather of the same bytes.
+    ///
+    /// Errors: `InvalidValue` for `b` [`validate::sample_args`] refuses; `Empty` for an empty
+    /// buffer; `Shape` (out arrays).
+    #[doc(hidden)]
+    pub fn floor_gather(&mut self, b: usize, seed: u64, out: &mut BatchOut<'_>) -> Result<()> {
+        self.check_sample_args(b, 1, 0.0)?;
+        out.check(&self.st.schema, b, self.per.is_some())?;
+        let rows = &mut self.scratch.pairs;
+        self.st.floor_gather(&mut Rng::new(seed), rows, out);
+        Ok(())
     }
 
     /// The batch of the transitions at rows `idx` (each must hold one), as [`ReplayCore::sample`]
@@ -381,7 +397,7 @@ impl ReplayCore {
         let st = &self.st;
         let b = out.rew.len();
         let plans = &self.scratch.plans[..b];
-        st.gather(plans, gamma, out);
+        st.gather(plans, &mut self.scratch.pairs, gamma, out);
         if let (Some(cfg), Some(goals)) = (&self.her, self.her_goals) {
             her::relabel(cfg, goals, st, plans, gamma, out, reward_fn)?;
         }

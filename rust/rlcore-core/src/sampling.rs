@@ -3,7 +3,7 @@
 //! order of the steps in `replay`.
 
 use crate::error::{CoreError, Result};
-use crate::mem::{cast_mut, copy_row, Plain};
+use crate::mem::{cast_mut, gather_column, Plain};
 use crate::per::PerState;
 use crate::rng::Rng;
 use crate::schema::{BatchField, Field, Schema};
@@ -146,12 +146,32 @@ pub struct Plan {
     pub goal_row: usize,
 }
 
+/// The physical rows of a batch's samples: row t and the row of its bootstrap observation.
+#[derive(Debug, Default)]
+pub(crate) struct RowPairs {
+    pub t: Vec<usize>,
+    pub next: Vec<usize>,
+}
+
+impl RowPairs {
+    fn clear(&mut self) {
+        self.t.clear();
+        self.next.clear();
+    }
+    #[inline]
+    fn push(&mut self, t: usize, next: usize) {
+        self.t.push(t);
+        self.next.push(next);
+    }
+}
+
 /// Scratch memory of the sampler, kept across calls so that a sample allocates nothing.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
     pub plans: Vec<Plan>,
     us: Vec<f64>,
     rows: Vec<usize>,
+    pub(crate) pairs: RowPairs,
 }
 
 impl Scratch {
@@ -218,10 +238,7 @@ impl Storage {
     /// (whether every segment is full, number of alive rows): the candidate draw's range.
     #[inline]
     fn alive_rows(&self) -> (bool, u64) {
-        let seg = self.seg as u64;
-        let all_full = self.envs.iter().all(|s| s.head >= seg);
-        let total: u64 = self.envs.iter().map(|s| s.head.min(seg)).sum();
-        (all_full, total)
+        (self.fill.all_full(), self.fill.alive())
     }
 
     /// A uniformly drawn alive row (not necessarily a transition).
@@ -231,18 +248,9 @@ impl Storage {
         if all_full {
             return r as usize;
         }
-        let seg = self.seg as u64;
-        let mut r = r;
-        let mut e = 0;
-        loop {
-            let alive = self.envs[e].head.min(seg);
-            if r < alive {
-                break;
-            }
-            r -= alive;
-            e += 1;
-        }
-        self.phys(e, self.alive_lo(e) + r)
+        // the env holding alive row r counted over the envs in order, in O(log N)
+        let (e, k) = self.fill.locate(r);
+        self.phys(e, self.alive_lo(e) + k)
     }
 
     /// Draw B rows uniformly among alive transitions into `plans[i].p`: uniform alive rows,
@@ -359,7 +367,20 @@ impl Storage {
         n_step: usize,
         need_bounds: bool,
     ) -> Result<()> {
-        for pl in plans.iter_mut() {
+        // the window reads rows t .. t + n: keep the next PREFETCH_AHEAD plans' rows in flight
+        let ahead = |pl: &Plan| {
+            self.prefetch_rows(
+                pl.p,
+                n_step + 1,
+                64 * (2 + (n_step + 1) * self.schema.rec / 64),
+            )
+        };
+        plans.iter().take(PREFETCH_AHEAD).for_each(ahead);
+        for i in 0..plans.len() {
+            if let Some(next) = plans.get(i + PREFETCH_AHEAD) {
+                ahead(next);
+            }
+            let pl = &mut plans[i];
             let p = pl.p;
             let mut last = p;
             let mut q = self.next_row(p);
@@ -385,12 +406,14 @@ impl Storage {
         Ok(())
     }
 
-    /// The common case (uniform, no priorities, no relabeling) in one pass: draw, check, walk
-    /// the n-step window (as `plan_windows`), gather, with the records of the next
-    /// `PREFETCH_AHEAD` candidates and their windows already in flight.
+    /// The common case (uniform, no priorities, no relabeling) in one pass over the batch: draw,
+    /// check, walk the n-step window (as `plan_windows`), write the scalar fields, with the
+    /// records of the next `PREFETCH_AHEAD` candidates and their windows already in flight;
+    /// then copy the columns of the chosen rows (now in cache) one column at a time.
     pub(crate) fn sample_fused(
         &self,
         rng: &mut Rng,
+        pairs: &mut RowPairs,
         b: usize,
         n_step: usize,
         gamma: f64,
@@ -398,6 +421,7 @@ impl Storage {
     ) {
         let (all_full, total) = self.alive_rows();
         let sc = &self.schema;
+        pairs.clear();
         // a window reads rows t .. t + n (its next observation included)
         let (ahead_rows, ahead_bytes) = (n_step + 1, 64 * (2 + (n_step + 1) * sc.rec / 64));
         let mut ring = [0usize; PREFETCH_AHEAD];
@@ -429,15 +453,7 @@ impl Storage {
                 q = self.next_row(q);
                 m += 1;
             }
-            for (k, c) in sc.obs.iter().enumerate() {
-                let ib = c.item_bytes;
-                copy_row(&mut out.obs[k][i * ib..(i + 1) * ib], self.cell(c, p));
-                copy_row(&mut out.obs_next[k][i * ib..(i + 1) * ib], self.cell(c, q));
-            }
-            for (k, c) in sc.step.iter().enumerate() {
-                let ib = c.item_bytes;
-                copy_row(&mut out.step[k][i * ib..(i + 1) * ib], self.cell(c, p));
-            }
+            pairs.push(p, q);
             let term = self.term(last);
             out.rew[i] = acc as f32;
             out.terminated[i] = term;
@@ -445,12 +461,69 @@ impl Storage {
             out.discount[i] = (g * (1 - term) as f64) as f32;
             out.indices[i] = p as i64;
         }
+        // the rows' lines are in cache now: copy the columns, one specialised loop per column
+        self.gather_columns(pairs, out);
+    }
+
+    /// The benchmarks' floor (issue 20): the plainest fast gather of the bytes a `sample(B)`
+    /// returns, with none of its semantics. B rows drawn uniformly among the alive rows
+    /// (transitions or not) into `rows` first, then, with the records `PREFETCH_AHEAD` rows ahead
+    /// in flight, for each: its observation and the next row's, its step columns, reward and
+    /// flags copied into `out`, its index into `out.indices`; no validity check, no n-step
+    /// window, `out.discount` left as it is. Not part of the buffer's API.
+    pub(crate) fn floor_gather(&self, rng: &mut Rng, rows: &mut RowPairs, out: &mut BatchOut<'_>) {
+        let (all_full, total) = self.alive_rows();
+        let b = out.rew.len();
+        rows.clear();
+        for _ in 0..b {
+            let p = self.candidate(rng, all_full, total);
+            rows.push(p, self.next_row(p));
+        }
+        for &p in rows.t.iter().take(PREFETCH_AHEAD) {
+            self.prefetch(p);
+        }
+        for (i, &p) in rows.t.iter().enumerate() {
+            if let Some(&ahead) = rows.t.get(i + PREFETCH_AHEAD) {
+                self.prefetch(ahead);
+            }
+            out.rew[i] = self.rew(p);
+            out.terminated[i] = self.term(p);
+            out.truncated[i] = self.trunc(p);
+            out.indices[i] = p as i64;
+        }
+        self.gather_columns(rows, out);
+    }
+
+    /// Copy the columns of the rows in `rows` into `out`: observations of `rows.t` and
+    /// `rows.next`, step columns of `rows.t`, one column at a time (see [`gather_column`]).
+    fn gather_columns(&self, rows: &RowPairs, out: &mut BatchOut<'_>) {
+        let (sc, bytes) = (&self.schema, self.bytes());
+        for (k, c) in sc.obs.iter().enumerate() {
+            gather_column(bytes, sc.rec, c.offset, c.item_bytes, &rows.t, out.obs[k]);
+            gather_column(
+                bytes,
+                sc.rec,
+                c.offset,
+                c.item_bytes,
+                &rows.next,
+                out.obs_next[k],
+            );
+        }
+        for (k, c) in sc.step.iter().enumerate() {
+            gather_column(bytes, sc.rec, c.offset, c.item_bytes, &rows.t, out.step[k]);
+        }
     }
 
     /// Gather the planned samples: observations of rows t and t + m, step columns of row t, the
     /// n-step return, flags and discount of the window.
-    pub(crate) fn gather(&self, plans: &[Plan], gamma: f64, out: &mut BatchOut<'_>) {
-        let sc = &self.schema;
+    pub(crate) fn gather(
+        &self,
+        plans: &[Plan],
+        pairs: &mut RowPairs,
+        gamma: f64,
+        out: &mut BatchOut<'_>,
+    ) {
+        pairs.clear();
         for pl in plans.iter().take(PREFETCH_AHEAD) {
             self.prefetch(pl.p);
         }
@@ -458,18 +531,7 @@ impl Storage {
             if let Some(ahead) = plans.get(i + PREFETCH_AHEAD) {
                 self.prefetch(ahead.p);
             }
-            for (k, c) in sc.obs.iter().enumerate() {
-                let ib = c.item_bytes;
-                copy_row(&mut out.obs[k][i * ib..(i + 1) * ib], self.cell(c, pl.p));
-                copy_row(
-                    &mut out.obs_next[k][i * ib..(i + 1) * ib],
-                    self.cell(c, pl.q),
-                );
-            }
-            for (k, c) in sc.step.iter().enumerate() {
-                let ib = c.item_bytes;
-                copy_row(&mut out.step[k][i * ib..(i + 1) * ib], self.cell(c, pl.p));
-            }
+            pairs.push(pl.p, pl.q);
             let (rew, g_m) = if pl.m == 1 {
                 (self.rew(pl.p) as f64, gamma)
             } else {
@@ -488,6 +550,7 @@ impl Storage {
             out.discount[i] = (g_m * (1 - term) as f64) as f32;
             out.indices[i] = pl.p as i64;
         }
+        self.gather_columns(pairs, out);
     }
 }
 

@@ -514,6 +514,7 @@ impl ReplayCore {
             s.n_trans = n_trans[e];
             s.ep_return = rets[e];
         }
+        self.st.recount();
         let r = read_u64s(get("rng"));
         self.rng = Rng::from_state([r[0], r[1], r[2], r[3]]);
         if let Some(per) = self.per.as_mut() {

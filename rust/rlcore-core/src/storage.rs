@@ -11,7 +11,8 @@
 
 use crate::dtype::{cast_into, read_f64, read_flag, Array, DType};
 use crate::error::{CoreError, Result};
-use crate::mem::{advise_huge_pages, alloc, same_bytes, FastDiv};
+use crate::fill::Fill;
+use crate::mem::{advise_huge_pages, alloc, same_bytes, scatter_column, FastDiv};
 use crate::per::PerState;
 use crate::schema::{
     Column, ColumnView, Schema, OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC,
@@ -62,6 +63,34 @@ pub(crate) struct EnvState {
     pub n_trans: u64,
 }
 
+/// Calls with at least this many rows take the bulk path of [`Storage::write_rows`] (below it
+/// the bookkeeping of the deferred copies costs more than it saves).
+const BULK_ROWS: usize = 32;
+
+/// The column payload writes of one bulk call in call order: observation columns
+/// `(physical row, source, input row)` with source 0 = `obs`, 1 = `obs_next` (one list, since a
+/// ring that wraps within the call writes a row from either, and the later write must win), step
+/// columns `(physical row, 0, input row)`; and per env the input row whose `obs_next` this call
+/// left at the env's open row.
+struct Deferred {
+    obs: Vec<(usize, u8, usize)>,
+    step: Vec<(usize, u8, usize)>,
+    pending: Vec<usize>,
+}
+
+impl Deferred {
+    fn new(num_envs: usize, rows: usize) -> Self {
+        Deferred {
+            obs: Vec::with_capacity(rows + rows / 8),
+            step: Vec::with_capacity(rows),
+            pending: vec![usize::MAX; num_envs],
+        }
+    }
+    fn pending(&self, e: usize) -> Option<usize> {
+        Some(self.pending[e]).filter(|&j| j != usize::MAX)
+    }
+}
+
 /// Rows per env segment of a buffer of `capacity` rows over `num_envs` envs.
 ///
 /// Errors: `InvalidValue` when `capacity / num_envs < 2` or `num_envs == 0`.
@@ -85,7 +114,8 @@ pub(crate) fn segment_len_for(capacity: usize, num_envs: usize) -> Result<usize>
 pub struct Storage {
     pub(crate) num_envs: usize,
     pub(crate) seg: usize,
-    /// `p / seg` without a division instruction (sampling computes it for every row).
+    /// `p / seg` and `abs % seg` without a division instruction (every row write, draw and
+    /// index query computes them).
     pub(crate) seg_div: FastDiv,
     pub(crate) rows: usize,
     pub(crate) schema: Schema,
@@ -96,6 +126,10 @@ pub struct Storage {
     pub(crate) ep_start: Box<[u64]>,
     pub(crate) ep_end: Box<[u64]>,
     pub(crate) envs: Vec<EnvState>,
+    /// Alive rows per env and their total, for O(log N) uniform draws over N envs.
+    pub(crate) fill: Fill,
+    /// Alive transition rows of all envs (the sum of `envs[e].n_trans`), so `len()` is O(1).
+    transitions: u64,
     /// One observation row, for the continuity check of cast inputs.
     scratch: Vec<u8>,
 }
@@ -117,6 +151,8 @@ impl Storage {
             ep_start: alloc(rows, 0u64)?,
             ep_end: alloc(rows, OPEN)?,
             envs: vec![EnvState::default(); num_envs],
+            fill: Fill::new(num_envs, seg)?,
+            transitions: 0,
             scratch: Vec::new(),
         })
     }
@@ -144,8 +180,15 @@ impl Storage {
     }
 
     /// Number of sampleable transitions.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.envs.iter().map(|s| s.n_trans as usize).sum()
+        self.transitions as usize
+    }
+
+    /// Recompute the counts kept beside the per-env state (after a load set it directly).
+    pub(crate) fn recount(&mut self) {
+        self.transitions = self.envs.iter().map(|s| s.n_trans).sum();
+        self.fill.rebuild(self.envs.iter().map(|s| s.head));
     }
 
     /// All row records as bytes.
@@ -213,13 +256,13 @@ impl Storage {
     /// The physical row of absolute row `abs` of env `env`.
     #[inline]
     pub(crate) fn phys(&self, env: usize, abs: u64) -> usize {
-        env * self.seg + (abs % self.seg as u64) as usize
+        env * self.seg + self.seg_div.rem(abs) as usize
     }
 
     /// The index of episode `ep`'s record of env `e`.
     #[inline]
     pub(crate) fn ep_rec(&self, e: usize, ep: u64) -> usize {
-        e * self.seg + (ep % self.seg as u64) as usize
+        e * self.seg + self.seg_div.rem(ep) as usize
     }
 
     /// Next physical row in the same env segment (ring order).
@@ -244,7 +287,8 @@ impl Storage {
         }
         let seg = self.seg as u64;
         let newest = h - 1;
-        let diff = (newest % seg + seg - local) % seg;
+        // (newest - local) mod seg, without a division instruction
+        let diff = self.seg_div.rem(self.seg_div.rem(newest) + seg - local);
         let alive = h.min(seg);
         if diff >= alive {
             return None;
@@ -295,6 +339,13 @@ impl Storage {
 
     /// Write the checked input rows, row i into env `env_of(i)`, skipping masked rows; `per` is
     /// told about every transition dropped and written.
+    ///
+    /// Calls of many rows whose columns need no cast (the input dtype is the column's, and not
+    /// bool) take the bulk path: the rows' bookkeeping (episodes, flags, rewards, the ring,
+    /// priorities) runs row by row as always, while the column payloads are recorded and copied
+    /// afterwards one column at a time ([`scatter_column`]), in the same order, so the result
+    /// is byte for byte the same. The continuity check then compares each observation with the
+    /// input `obs_next` that the env's previous row of this call left at its open row.
     pub(crate) fn write_rows(
         &mut self,
         s: &Checked<'_>,
@@ -306,16 +357,50 @@ impl Storage {
             rows: Vec::with_capacity(n),
             done: Vec::new(),
         };
+        let mut bulk = (n >= BULK_ROWS && self.copies_without_cast(s))
+            .then(|| Deferred::new(self.num_envs, n));
         for i in 0..n {
             if s.mask.as_ref().is_some_and(|m| m.data[i] == 0) {
                 out.rows.push(-1);
                 continue;
             }
-            let (row, done) = self.write_step(env_of(i), s, i, per.as_deref_mut());
+            let (row, done) = self.write_step(env_of(i), s, i, per.as_deref_mut(), bulk.as_mut());
             out.rows.push(row as i64);
             out.done.extend(done);
         }
+        if let Some(d) = bulk {
+            self.apply(s, &d);
+        }
         out
+    }
+
+    /// Whether every observation and step column of the input holds the column's own dtype (not
+    /// bool, which is stored as 0/1), so that its rows are the column's bytes.
+    fn copies_without_cast(&self, s: &Checked<'_>) -> bool {
+        let same = |col: &Column, a: &Array<'_>| {
+            a.dtype == col.spec.dtype
+                && a.dtype != DType::Bool
+                && a.row_bytes(a.ndim() - col.spec.shape.len()) == col.item_bytes
+        };
+        let sc = &self.schema;
+        sc.obs.iter().zip(&s.obs).all(|(c, a)| same(c, a))
+            && sc.obs.iter().zip(&s.obs_next).all(|(c, a)| same(c, a))
+            && sc.step.iter().zip(&s.step).all(|(c, a)| same(c, a))
+    }
+
+    /// Copy the recorded column payloads of a bulk call (see [`Storage::write_rows`]).
+    fn apply(&mut self, s: &Checked<'_>, d: &Deferred) {
+        let rec = self.schema.rec;
+        let (obs_cols, step_cols) = (self.schema.obs.clone(), self.schema.step.clone());
+        let data = crate::mem::bytes_of_mut(&mut self.data);
+        for (k, c) in obs_cols.iter().enumerate() {
+            let srcs = [s.obs[k].data, s.obs_next[k].data];
+            scatter_column(data, rec, c.offset, c.item_bytes, &d.obs, srcs);
+        }
+        for (k, c) in step_cols.iter().enumerate() {
+            let srcs = [s.step[k].data, s.step[k].data];
+            scatter_column(data, rec, c.offset, c.item_bytes, &d.step, srcs);
+        }
     }
 
     /// Claim the next row of env `e`'s ring, dropping whatever it held.
@@ -324,12 +409,14 @@ impl Storage {
         let p = self.phys(e, abs);
         if abs >= self.seg as u64 && self.flag(p) & F_TRANSITION != 0 {
             self.envs[e].n_trans -= 1;
+            self.transitions -= 1;
             if let Some(per) = per {
                 per.on_drop(p);
             }
         }
         let o = p * self.schema.rec;
         self.bytes_mut()[o..o + 4].fill(0);
+        self.fill.on_claim(e, abs);
         self.envs[e].head = abs + 1;
         (abs, p)
     }
@@ -352,6 +439,36 @@ impl Storage {
 
     /// Whether the given observation (row i) is byte-equal to the one stored at row p.
     fn obs_equal(&mut self, p: usize, given: &[&Array<'_>], i: usize) -> bool {
+        self.obs_equal_at(p, given, i)
+    }
+
+    /// As [`Storage::obs_equal`] for env `e`'s open row p during a bulk call: where this call
+    /// already gave that row its observation (input `obs_next` row `j`, not yet copied), the
+    /// given observation is compared with that input row; else with the stored row.
+    fn obs_equal_bulk(
+        &mut self,
+        e: usize,
+        p: usize,
+        s: &Checked<'_>,
+        i: usize,
+        bulk: Option<&Deferred>,
+    ) -> bool {
+        match bulk.and_then(|d| d.pending(e)) {
+            // (no casts on the bulk path: an input row is the column's bytes)
+            Some(j) => self
+                .schema
+                .obs
+                .iter()
+                .zip(s.obs.iter().zip(&s.obs_next))
+                .all(|(c, (a, b))| {
+                    let rb = c.item_bytes;
+                    same_bytes(&a.data[i * rb..(i + 1) * rb], &b.data[j * rb..(j + 1) * rb])
+                }),
+            None => self.obs_equal_at(p, &s.obs, i),
+        }
+    }
+
+    fn obs_equal_at(&mut self, p: usize, given: &[&Array<'_>], i: usize) -> bool {
         let rec = self.schema.rec;
         let data = crate::mem::bytes_of(&self.data);
         for (col, a) in self.schema.obs.iter().zip(given.iter()) {
@@ -375,19 +492,25 @@ impl Storage {
         true
     }
 
-    /// Write row i of the (validated) inputs as the next step of env e.
+    /// Write row i of the (validated) inputs as the next step of env e; with `bulk`, record
+    /// the column payloads there instead of copying them (see [`Storage::write_rows`]).
     fn write_step(
         &mut self,
         e: usize,
         s: &Checked<'_>,
         i: usize,
         mut per: Option<&mut PerState>,
+        mut bulk: Option<&mut Deferred>,
     ) -> (usize, Option<EpisodeDone>) {
         // continuity check: the new obs must be the obs_next stored one step earlier
         if self.envs[e].open {
             let cur = self.envs[e].head - 1;
             let pc = self.phys(e, cur);
-            if !self.obs_equal(pc, &s.obs, i) {
+            let same = match bulk.as_deref() {
+                Some(d) => self.obs_equal_bulk(e, pc, s, i, Some(d)),
+                None => self.obs_equal(pc, &s.obs, i),
+            };
+            if !same {
                 let last = self.phys(e, cur - 1);
                 self.or_flag(last, F_CUT);
                 self.or_flag(pc, F_TERMINAL);
@@ -399,7 +522,10 @@ impl Storage {
         }
         if !self.envs[e].open {
             let (abs, p) = self.claim_row(e, per.as_deref_mut());
-            self.write_obs(p, &s.obs, i);
+            match bulk.as_deref_mut() {
+                Some(d) => d.obs.push((p, 0, i)),
+                None => self.write_obs(p, &s.obs, i),
+            }
             let st = &mut self.envs[e];
             let ep = st.next_ep;
             st.next_ep += 1;
@@ -419,9 +545,17 @@ impl Storage {
         let r = read_f64(s.rew.dtype, s.rew.data, i);
         let term = read_flag(s.terminated.dtype, s.terminated.data, i);
         let trunc = read_flag(s.truncated.dtype, s.truncated.data, i);
+        if let Some(d) = bulk.as_deref_mut() {
+            d.step.push((p, 0, i));
+        }
         {
             let data = crate::mem::bytes_of_mut(&mut self.data);
-            for (col, a) in self.schema.step.iter().zip(s.step.iter()) {
+            let copies = if bulk.is_some() {
+                0
+            } else {
+                self.schema.step.len()
+            };
+            for (col, a) in self.schema.step.iter().zip(s.step.iter()).take(copies) {
                 let rb = a.row_bytes(a.ndim() - col.spec.shape.len());
                 let src = &a.data[i * rb..(i + 1) * rb];
                 let o = p * rec + col.offset;
@@ -439,13 +573,20 @@ impl Storage {
             data[o + OFF_REW..o + OFF_REW + 4].copy_from_slice(&(r as f32).to_ne_bytes());
         }
         self.envs[e].n_trans += 1;
+        self.transitions += 1;
         if let Some(per) = per.as_deref_mut() {
             // the add hands out row p for this transition (its `AddOutcome::rows`)
             per.on_write(p, cur);
         }
         // next observation in the next row
         let (nabs, np) = self.claim_row(e, per);
-        self.write_obs(np, &s.obs_next, i);
+        match bulk {
+            Some(d) => {
+                d.obs.push((np, 1, i));
+                d.pending[e] = i;
+            }
+            None => self.write_obs(np, &s.obs_next, i),
+        }
         let ep = self.envs[e].next_ep - 1;
         self.set_ep_id(np, ep);
         let st = &mut self.envs[e];
@@ -472,6 +613,7 @@ impl Storage {
         for s in &mut self.envs {
             *s = EnvState::default();
         }
+        self.recount();
         let rec = self.schema.rec;
         let rows = if self.schema.is_defined() {
             self.rows

@@ -1,0 +1,208 @@
+//! Microbenchmarks of the replay core without Python (issue 20): µs per call of `sample(256)`
+//! (plain, n-step 3, PER with updates) and of the floor gather, at capacities 10k, 200k and 1M,
+//! obs 17 / act 6 float32 (the suite's shapes). `cargo bench -p rlcore-core --bench sample`;
+//! medians (and range) of 15 blocks of 400 calls, in CPU time of this thread.
+//! Never part of `cargo test`.
+
+use std::time::Instant;
+
+use rlcore_core::{Array, BatchOut, DType, Obs, ReplayCore, Result, Steps};
+
+const OBS: usize = 17;
+const ACT: usize = 6;
+const B: usize = 256;
+
+fn filled(cap: usize, per: bool) -> Result<ReplayCore> {
+    let mut core = ReplayCore::new(cap, 1, 0)?;
+    if per {
+        core.enable_per(0.6, 0.4, 1e-6)?;
+    }
+    let n = cap;
+    let mut x = 1u64;
+    let mut rnd = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let obs_all: Vec<f32> = (0..(n + 1) * OBS).map(|_| rnd()).collect();
+    let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|f| f.to_ne_bytes()).collect() };
+    let obs = bytes(&obs_all[..n * OBS]);
+    let obs_next = bytes(&obs_all[OBS..]);
+    let act = bytes(&(0..n * ACT).map(|_| rnd()).collect::<Vec<_>>());
+    let rew = bytes(&(0..n).map(|_| rnd()).collect::<Vec<_>>());
+    let term = vec![0u8; n];
+    let trunc: Vec<u8> = (0..n).map(|i| u8::from(i % 1000 == 999)).collect();
+    let (so, sa, sn) = ([n, OBS], [n, ACT], [n]);
+    let arr = |dtype, shape: &'static [usize], data: &'static [u8]| Array { dtype, shape, data };
+    let leak = |v: Vec<u8>| -> &'static [u8] { Box::leak(v.into_boxed_slice()) };
+    let shape = |s: &[usize]| -> &'static [usize] { Box::leak(s.to_vec().into_boxed_slice()) };
+    let s = Steps {
+        obs: Obs::Array(arr(DType::F32, shape(&so), leak(obs))),
+        act: arr(DType::F32, shape(&sa), leak(act)),
+        rew: arr(DType::F32, shape(&sn), leak(rew)),
+        terminated: arr(DType::U8, shape(&sn), leak(term)),
+        truncated: arr(DType::U8, shape(&sn), leak(trunc)),
+        obs_next: Obs::Array(arr(DType::F32, shape(&so), leak(obs_next))),
+        extras: &[],
+        mask: None,
+    };
+    core.extend(&s)?;
+    Ok(core)
+}
+
+struct Out {
+    obs: Vec<u64>,
+    obs_next: Vec<u64>,
+    act: Vec<u64>,
+    rew: Vec<f32>,
+    term: Vec<u8>,
+    trunc: Vec<u8>,
+    disc: Vec<f32>,
+    idx: Vec<i64>,
+    w: Vec<f32>,
+}
+
+impl Out {
+    fn new() -> Self {
+        let words = |bytes: usize| vec![0u64; bytes.div_ceil(8)];
+        Out {
+            obs: words(B * OBS * 4),
+            obs_next: words(B * OBS * 4),
+            act: words(B * ACT * 4),
+            rew: vec![0.0; B],
+            term: vec![0; B],
+            trunc: vec![0; B],
+            disc: vec![0.0; B],
+            idx: vec![0; B],
+            w: vec![0.0; B],
+        }
+    }
+    fn batch(&mut self, per: bool) -> BatchOut<'_> {
+        let b = |v: &mut Vec<u64>, n: usize| -> &mut [u8] {
+            // SAFETY: u64 words viewed as bytes (plain data)
+            let s =
+                unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, v.len() * 8) };
+            &mut s[..n]
+        };
+        BatchOut {
+            obs: vec![b(&mut self.obs, B * OBS * 4)],
+            obs_next: vec![b(&mut self.obs_next, B * OBS * 4)],
+            step: vec![b(&mut self.act, B * ACT * 4)],
+            rew: &mut self.rew,
+            terminated: &mut self.term,
+            truncated: &mut self.trunc,
+            discount: &mut self.disc,
+            indices: &mut self.idx,
+            weights: if per { Some(&mut self.w[..]) } else { None },
+        }
+    }
+}
+
+/// Seconds of CPU time of this thread (the machine is shared: wall time counts other
+/// processes' turns); wall time where that clock is missing.
+fn cpu_now() -> f64 {
+    #[cfg(unix)]
+    {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec into `t`.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } == 0 {
+            return t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9;
+        }
+    }
+    thread_local!(static T0: Instant = Instant::now());
+    T0.with(|t0| t0.elapsed().as_secs_f64())
+}
+
+/// (median, min, max) µs per call over 15 blocks of 400 calls; the first error ends it.
+fn time(mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64, f64)> {
+    let mut v = Vec::new();
+    for _ in 0..15 {
+        let t = cpu_now();
+        for _ in 0..400 {
+            f()?;
+        }
+        v.push((cpu_now() - t) * 1e6 / 400.0);
+    }
+    v.sort_by(f64::total_cmp);
+    Ok((v[7], v[0], v[14]))
+}
+
+fn main() -> Result<()> {
+    // optional filters (cargo passes `--bench`): a capacity and a substring of the case names
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let caps: Vec<usize> = match args.first().and_then(|a| a.parse().ok()) {
+        Some(c) => vec![c],
+        None => vec![10_000, 200_000, 1_000_000],
+    };
+    let only = args.get(1).cloned().unwrap_or_default();
+    for cap in caps {
+        let report = |name: &str, (m, lo, hi): (f64, f64, f64)| {
+            println!("{cap:>8}  {name:<30} {m:8.2} µs  [{lo:.2}, {hi:.2}]");
+        };
+        let want = |name: &str| name.contains(only.as_str());
+        let mut out = Out::new();
+        let mut core = filled(cap, false)?;
+        let mut seed = 0u64;
+        if want("floor") {
+            report(
+                "floor",
+                time(|| {
+                    seed += 1;
+                    core.floor_gather(B, seed, &mut out.batch(false))
+                })?,
+            );
+        }
+        for n in [1usize, 3] {
+            let name = if n == 1 {
+                "sample(256)".to_string()
+            } else {
+                format!("sample(256, n_step={n})")
+            };
+            if want(&name) {
+                report(
+                    &name,
+                    time(|| core.sample(B, n, 0.99, &mut out.batch(false), None))?,
+                );
+            }
+        }
+        if want("PER sample(256) only") || want("PER update(256) only") {
+            let mut pcore = filled(cap, true)?;
+            let prio: Vec<f64> = (0..B).map(|i| 0.1 + (i % 17) as f64).collect();
+            let rows: Vec<i64> = (0..B as i64).map(|i| (i * 7919) % cap as i64).collect();
+            pcore.update_priorities(&rows, &prio)?;
+            if want("PER sample(256) only") {
+                report(
+                    "PER sample(256) only",
+                    time(|| pcore.sample(B, 1, 0.99, &mut out.batch(true), None))?,
+                );
+            }
+            if want("PER update(256) only") {
+                report(
+                    "PER update(256) only",
+                    time(|| pcore.update_priorities(&rows, &prio).map(|_| ()))?,
+                );
+            }
+        }
+        if want("PER sample(256) + update(256)") {
+            let mut pcore = filled(cap, true)?;
+            let prio: Vec<f64> = (0..B).map(|i| 0.1 + (i % 17) as f64).collect();
+            let mut idx = vec![0i64; B];
+            report(
+                "PER sample(256) + update(256)",
+                time(|| {
+                    pcore.sample(B, 1, 0.99, &mut out.batch(true), None)?;
+                    idx.copy_from_slice(&out.idx);
+                    pcore.update_priorities(&idx, &prio).map(|_| ())
+                })?,
+            );
+        }
+    }
+    Ok(())
+}
