@@ -1,6 +1,5 @@
 """``rlcore collect-expert`` and ``rlcore train --algo {bc,gail} --expert PATH``."""
 
-
 from __future__ import annotations
 
 import argparse

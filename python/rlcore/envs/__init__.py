@@ -6,6 +6,10 @@ Importing this module registers them with gymnasium:
   reach a goal; goal-env dict observations and sparse reward like gymnasium-robotics' Fetch tasks,
   50 times cheaper to step. Episode length via ``gym.make(..., max_episode_steps=T)``.
 
+Vector envs: :func:`~rlcore.envs.make.make_vec` (gymnasium or EnvPool, lock-step or asynchronous),
+stepped through the ``send``/``recv`` protocol of :mod:`rlcore.envs.backends` by the one stepper,
+:class:`~rlcore.envs.stepping.EnvStepper`.
+
 Wrappers: :class:`~rlcore.envs.wrappers.TruncatedAsTerminated` (and its vector-env form) for users
 who treat a time limit as part of the task (why the default keeps them apart: the module's docs).
 """
@@ -14,10 +18,20 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from rlcore.envs.backends import EnvPoolBackend, GymVectorBackend, VecBackend
+from rlcore.envs.make import make_vec
 from rlcore.envs.point_goal import PointGoalEnv
 from rlcore.envs.wrappers import TruncatedAsTerminated, TruncatedAsTerminatedVector
 
-__all__ = ["PointGoalEnv", "TruncatedAsTerminated", "TruncatedAsTerminatedVector"]
+__all__ = [
+    "EnvPoolBackend",
+    "GymVectorBackend",
+    "PointGoalEnv",
+    "TruncatedAsTerminated",
+    "TruncatedAsTerminatedVector",
+    "VecBackend",
+    "make_vec",
+]
 
 if "rlcore/PointGoal-v0" not in gym.registry:
     gym.register(
