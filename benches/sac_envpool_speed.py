@@ -47,7 +47,7 @@ class RlcoreRun:
         sac = SAC.from_spaces(
             envs.single_observation_space,
             envs.single_action_space,
-            SACConfig(hidden=(256, 256), actor_lr=LR, critic_lr=LR, alpha_lr=LR, tau=0.005, seed=seed),
+            SACConfig(hidden=(256, 256), actor_lr=LR, critic_lr=LR, alpha_lr=LR, tau=0.005),
             device="cpu",
         )
         buffer = rlcore.ReplayBuffer(1_000_000, num_envs=N, seed=seed)
