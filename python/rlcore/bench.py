@@ -15,8 +15,6 @@ if __name__ == "__main__":
             "rlcore: the benchmark suite lives in the source repository since 0.2: clone it and run "
             "`make bench` (or `python benches/report.py`)"
         )
-    warnings.warn(
-        "`python -m rlcore.bench` is deprecated: run `make bench`", DeprecationWarning, stacklevel=1
-    )
+    warnings.warn("`python -m rlcore.bench` is deprecated: run `make bench`", DeprecationWarning, stacklevel=1)
     sys.argv[0] = str(report)
     runpy.run_path(str(report), run_name="__main__")

@@ -183,12 +183,7 @@ class MultiLogger:
 
 
 #: y-axis labels of metrics whose unit is not in their name
-_UNITS = {
-    "return_mean": "return",
-    "return_std": "return",
-    "length_mean": "env steps",
-    "success_rate": "fraction",
-}
+_UNITS = {"return_mean": "return", "return_std": "return", "length_mean": "env steps", "success_rate": "fraction"}
 
 
 def _segments(points: list[tuple[float, float]]) -> list[list[tuple[float, float]]]:

@@ -20,16 +20,7 @@ __all__ = [
     "preset_for",
 ]
 
-MUJOCO_ENVS: tuple[str, ...] = (
-    "HalfCheetah",
-    "Hopper",
-    "Walker2d",
-    "Ant",
-    "Humanoid",
-    "Swimmer",
-    "InvertedPendulum",
-    "Reacher",
-)
+MUJOCO_ENVS: tuple[str, ...] = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "Swimmer", "InvertedPendulum", "Reacher")
 """Prefixes of the MuJoCo locomotion env ids (``HalfCheetah-v5``, ...), which share presets."""
 
 

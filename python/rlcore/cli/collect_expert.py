@@ -1,6 +1,8 @@
 """``rlcore collect-expert``: train an expert with ``rlcore train`` (or load a run directory that holds
 one) and record a dataset of its deterministic policy."""
 
+
+
 from __future__ import annotations
 
 import argparse

@@ -2,6 +2,7 @@
 format (before 0.2) into the current one. It is the one place in rlcore that unpickles an old
 checkpoint, and only on this explicit request."""
 
+
 from __future__ import annotations
 
 import argparse

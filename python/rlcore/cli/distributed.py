@@ -1,5 +1,6 @@
 """``rlcore train --distributed``: a :class:`~rlcore.distributed.DistributedTrainer` from the command line."""
 
+
 from __future__ import annotations
 
 from collections.abc import Callable

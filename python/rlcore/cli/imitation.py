@@ -1,5 +1,6 @@
 """``rlcore collect-expert`` and ``rlcore train --algo {bc,gail} --expert PATH``."""
 
+
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,6 @@
 """The ``rlcore`` argument parser: every command and flag, with their help texts."""
 
+
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,6 @@
 """``rlcore plot RUN_DIR``: learning-curve PNGs of a run directory."""
 
+
 from __future__ import annotations
 
 import argparse

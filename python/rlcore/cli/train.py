@@ -1,5 +1,6 @@
 """``rlcore train`` for the off-policy algorithms (DQN, DDPG, TD3, SAC), with or without HER."""
 
+
 from __future__ import annotations
 
 import argparse

@@ -1,6 +1,7 @@
 """Starting or joining Ray: a local Ray listens on 127.0.0.1 only unless an address is given; Ray
 itself is imported lazily so that ``import rlcore.distributed`` works without it."""
 
+
 from __future__ import annotations
 
 import os

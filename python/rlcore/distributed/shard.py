@@ -20,6 +20,7 @@ cloudpickle, so it may close over anything picklable; build unpicklable things (
 ``compute_reward``) inside it."""
 
 
+
 def _stack(steps: list[Any]) -> Any:
     if isinstance(steps[0], Mapping):
         return {k: np.stack([s[k] for s in steps]) for k in steps[0]}

@@ -23,6 +23,22 @@ from rlcore.errors import ApiUsageError, EmptyBufferError, InvalidValueError, Sa
 __all__ = ["PendingSample", "ShardedReplayBuffer"]
 
 
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
 """``make_buffer(num_envs=int, seed=int | None) -> ReplayBuffer``: builds one shard's buffer inside
 its actor (e.g. ``functools.partial(rlcore.ReplayBuffer, 100_000)``). It is pickled with
 cloudpickle, so it may close over anything picklable; build unpicklable things (a MuJoCo env for

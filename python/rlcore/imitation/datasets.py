@@ -35,6 +35,17 @@ from rlcore.trainers import checkpoint as ckpt_format
 __all__ = ["ExpertData", "load_expert_policy", "record_episodes", "record_expert"]
 
 
+
+
+
+
+
+
+
+
+
+
+
 _ON_POLICY = ("vpg", "a2c", "ppo")
 
 

@@ -1,5 +1,6 @@
 """Export recorded expert episodes as a Minari dataset (optional extra ``rlcore[minari]``)."""
 
+
 from __future__ import annotations
 
 import os

@@ -61,7 +61,9 @@ def at_least(name: str, value: float | None, minimum: float, *, optional: bool =
     if value is None and optional:
         return
     if value is None or not value >= minimum:
-        raise InvalidValueError(f"{name} must be >= {minimum}{' or None' if optional else ''}, got {value}")
+        raise InvalidValueError(
+            f"{name} must be >= {minimum}{' or None' if optional else ''}, got {value}"
+        )
 
 
 class IterationClock:

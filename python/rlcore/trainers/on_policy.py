@@ -145,9 +145,7 @@ class OnPolicyTrainer(Trainer):
         """The sampler (its env snapshot apart)."""
         sampler = self.sampler.state_dict()
         env_state = sampler.pop("envs")
-        return OwnState(
-            parts={"sampler": sampler}, counters={"env_steps": self.env_steps}, env_state=env_state
-        )
+        return OwnState(parts={"sampler": sampler}, counters={"env_steps": self.env_steps}, env_state=env_state)
 
     def _load_own_state(self, ckpt: checkpoint.Checkpoint, iteration: int) -> None:
         sampler = dict(ckpt.part("sampler"))

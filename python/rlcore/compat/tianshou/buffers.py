@@ -1,5 +1,6 @@
 """Tianshou's uniform and prioritized buffers (single and vector) on the rlcore core."""
 
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,5 +1,6 @@
 """Tianshou's hindsight buffers (single and vector) on the rlcore core, relabeling in an overlay."""
 
+
 from __future__ import annotations
 
 from typing import Any

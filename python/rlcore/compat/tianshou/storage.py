@@ -1,6 +1,7 @@
 """The Tianshou buffer API over an rlcore buffer, shared by every Tianshou compat class: ``add`` with
 buffer ids, indexing, ``sample_indices``, ``next``/``prev``, the flags and views."""
 
+
 from __future__ import annotations
 
 import json
@@ -515,6 +516,7 @@ class _CoreStorage:
             rlcore.errors.SaveFileError: the file does not hold a buffer of this class.
         """
         import h5py
+
 
         with h5py.File(path, "r") as f:
             meta = json.loads(f.attrs["rlcore_compat"])
