@@ -5,12 +5,16 @@ CPU, with SB3's default PPO hyperparameters: 8 envs x 2048 steps per rollout, 10
 minibatches of 64, Adam 3e-4, gamma 0.99, lambda 0.95, clip 0.2, separate 64x64 tanh MLPs,
 advantage normalisation, gradient clipping 0.5. Each timed run trains ``--iterations`` full
 rollouts + updates from scratch (the first, untimed warm-up run per library pays one-off costs).
+rlcore runs once per ``--backends`` entry (``rlcore.envs.make_vec``): gymnasium's SyncVectorEnv
+(as SB3's DummyVecEnv) and EnvPool's lock-step pool (``batch_size = 8``, C++ envs stepped by its
+thread pool); SB3 always uses DummyVecEnv.
 
 Usage::
 
     python benches/ppo_speed_sb3.py                    # 2 rounds of 2 iterations (32,768 env steps each)
     python benches/ppo_speed_sb3.py --rounds 3 --iterations 1
     python benches/ppo_speed_sb3.py --json out.json    # also write the medians (for benches/report.py)
+    python benches/ppo_speed_sb3.py --backends envpool  # rlcore on EnvPool only (default: both when installed)
 
 Prints env steps per wall-clock second and per CPU second of this process (the machine this was
 written on is shared: CPU time is the steadier figure) and the median ratios rlcore / SB3 (> 1:
@@ -20,22 +24,23 @@ rlcore is faster). Not part of the test suite.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import time
 from pathlib import Path
 
-import gymnasium as gym
 import torch
 from rlcore.algos import PPO, PPOConfig
+from rlcore.envs import make_vec
 from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 
 N_ENVS, N_STEPS = 8, 2048
 
 
-def run_rlcore(iterations: int, seed: int) -> tuple[float, float]:
+def run_rlcore(iterations: int, seed: int, backend: str = "gymnasium") -> tuple[float, float]:
     torch.manual_seed(seed)
-    envs = gym.make_vec("CartPole-v1", num_envs=N_ENVS, vectorization_mode="sync")
+    envs = make_vec("CartPole-v1", N_ENVS, backend=backend, seed=seed)  # type: ignore[arg-type]
     ppo = PPO.from_spaces(
         envs.single_observation_space,
         envs.single_action_space,
@@ -74,28 +79,39 @@ def main() -> None:
         help="write the medians here, as benches/e2e_speed.py does (a list of {task, library, "
         "env_steps_per_s_wall, env_steps_per_s_cpu, rounds, steps_per_round, settings, per_round_*})",
     )
+    have_envpool = importlib.util.find_spec("envpool") is not None
+    parser.add_argument(
+        "--backends",
+        default="gymnasium,envpool" if have_envpool else "gymnasium",
+        help="rlcore's env backends, comma-separated (default: gymnasium and, when installed, envpool)",
+    )
     args = parser.parse_args()
+    backends = args.backends.split(",")
     torch.set_num_threads(1)
-    run_rlcore(1, 100)  # warm-up (imports, allocator, first-call costs)
+    for backend in backends:
+        run_rlcore(1, 100, backend)  # warm-up (imports, allocator, first-call costs)
     run_sb3(1, 100)
-    ours: list[tuple[float, float]] = []
+    ours: dict[str, list[tuple[float, float]]] = {b: [] for b in backends}
     theirs: list[tuple[float, float]] = []
     for r in range(args.rounds):
-        ours.append(run_rlcore(args.iterations, r))
+        for backend in backends:
+            ours[backend].append(run_rlcore(args.iterations, r, backend))
         theirs.append(run_sb3(args.iterations, r))
+        mine = ", ".join(f"rlcore[{b}] {xs[-1][0]:.0f} ({xs[-1][1]:.0f} per CPU-s)" for b, xs in ours.items())
         print(
-            f"round {r}: rlcore {ours[-1][0]:.0f} env steps/s ({ours[-1][1]:.0f} per CPU-s), "
-            f"SB3 {theirs[-1][0]:.0f} env steps/s ({theirs[-1][1]:.0f} per CPU-s)",
+            f"round {r}: {mine}, SB3 {theirs[-1][0]:.0f} env steps/s ({theirs[-1][1]:.0f} per CPU-s)",
             flush=True,
         )
     for i, what in enumerate(("wall-clock", "CPU time")):
-        a = [x[i] for x in ours]
         b = [x[i] for x in theirs]
-        ratios = [x / y for x, y in zip(a, b, strict=True)]
-        print(
-            f"{what}: median rlcore {statistics.median(a):.0f}, SB3 {statistics.median(b):.0f} env steps/s; "
-            f"ratio rlcore/SB3 {statistics.median(ratios):.2f} (per round: {', '.join(f'{x:.2f}' for x in ratios)})"
-        )
+        for backend, xs in ours.items():
+            a = [x[i] for x in xs]
+            ratios = [x / y for x, y in zip(a, b, strict=True)]
+            print(
+                f"{what}: median rlcore[{backend}] {statistics.median(a):.0f}, SB3 {statistics.median(b):.0f} "
+                f"env steps/s; ratio rlcore/SB3 {statistics.median(ratios):.2f} "
+                f"(per round: {', '.join(f'{x:.2f}' for x in ratios)})"
+            )
 
     if args.json is not None:
         settings = {
@@ -116,7 +132,10 @@ def main() -> None:
                 "per_round_wall": [x[0] for x in xs],
                 "per_round_cpu": [x[1] for x in xs],
             }
-            for lib, xs in (("rlcore", ours), ("sb3", theirs))
+            for lib, xs in [
+                *((("rlcore" if b == "gymnasium" else f"rlcore-{b}"), v) for b, v in ours.items()),
+                ("sb3", theirs),
+            ]
         ]
         args.json.write_text(json.dumps(records, indent=2) + "\n")
         print(f"wrote {args.json}")

@@ -798,7 +798,7 @@ _DECLARE_CASES = [
     (where, name)
     for where in ("from_spaces", "from_arrays", "first add", "first extend")
     for name in [*RESERVED, "obs.x", "obs.observation"]
-    if not (where == "first add" and name in ADD_ARGS)
+    if not (where == "first add" and name in ADD_ARGS | {"env_ids"})  # add(..., env_ids=) is an argument
     and not (where == "first extend" and name in ADD_ARGS | {"self"})
 ]
 

@@ -39,6 +39,7 @@ EXTRA_IMPORTS = {
     "minari": ["minari"],
     "torch": ["torch"],
     "mujoco": ["mujoco"],
+    "envpool": ["envpool"],
 }
 NOT_CODE = {"text", "toml", "json", "yaml"}
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)

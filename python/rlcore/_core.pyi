@@ -78,6 +78,7 @@ class RawBuffer:
         obs_next: Any,
         *,
         mask: Any = None,
+        env_ids: Any = None,
         **extras: Any,
     ) -> AddResult: ...
     def _extend(

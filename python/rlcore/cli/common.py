@@ -17,19 +17,27 @@ class UsageError(Exception):
     """A user mistake, reported as one line without a traceback."""
 
 
-def _make_envs(env_id: str, num_envs: int) -> Any:
+def _make_envs(
+    env_id: str, num_envs: int, *, backend: str = "gymnasium", async_batch: int | None = None, seed: int = 0
+) -> Any:
+    """``num_envs`` envs of ``env_id`` (:func:`rlcore.envs.make_vec`; ``--backend``, ``--async-batch``)."""
     import gymnasium as gym
 
-    if env_id not in gym.registry:
+    from rlcore.envs.make import make_vec
+    from rlcore.errors import ApiUsageError, InvalidValueError
+
+    if backend == "gymnasium" and env_id not in gym.registry:
         register_robotics()
-    if env_id not in gym.registry:
-        raise UsageError(
-            f"unknown environment {env_id!r} (not registered in gymnasium; robotics envs need gymnasium-robotics)"
-        )
+        if env_id not in gym.registry:
+            raise UsageError(
+                f"unknown environment {env_id!r} (not registered in gymnasium; robotics envs need gymnasium-robotics)"
+            )
     try:
-        return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync")
+        return make_vec(env_id, num_envs, backend=backend, async_batch=async_batch, seed=seed)  # type: ignore[arg-type]
     except gym.error.DependencyNotInstalled as e:
         raise UsageError(f"{env_id}: {e}") from e
+    except (ApiUsageError, InvalidValueError) as e:
+        raise UsageError(f"--backend {backend}: {e}") from e
 
 
 def load_resume(trainer: Any, args: argparse.Namespace) -> None:

@@ -47,6 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--num-envs", type=int, default=None, help="training envs (default: per env)")
     train.add_argument(
+        "--backend",
+        choices=("gymnasium", "envpool"),
+        default="gymnasium",
+        help="training envs: gymnasium vector envs or EnvPool (pip install rlcore[envpool]); default gymnasium",
+    )
+    train.add_argument(
+        "--async-batch",
+        type=int,
+        default=None,
+        help="asynchronous collection: each step acts on the first B envs to finish (EnvPool, off-policy "
+        "algorithms; --num-envs a multiple of B); with gymnasium, B = --num-envs gives AsyncVectorEnv",
+    )
+    train.add_argument(
         "--out",
         type=Path,
         default=None,

@@ -37,6 +37,12 @@ def train_command(args: argparse.Namespace) -> int:
 
     if args.distributed and args.algo not in ("dqn", "ddpg", "td3", "sac"):
         raise UsageError(f"--distributed supports dqn, ddpg, td3 and sac, not {args.algo}")
+    if (args.backend != "gymnasium" or args.async_batch is not None) and (
+        args.distributed or args.algo in IMITATION_ALGOS
+    ):
+        raise UsageError(
+            "--backend envpool and --async-batch are for single-process rlcore train, not --distributed or bc/gail"
+        )
     if args.trust_env_state and args.resume is None:
         raise UsageError("--trust-env-state needs --resume CHECKPOINT_DIR")
     if args.algo in IMITATION_ALGOS:
@@ -64,7 +70,7 @@ def train_command(args: argparse.Namespace) -> int:
     preset = preset_for(args.env, her=args.her)
     num_envs = args.num_envs or preset.num_envs
     steps = args.steps or preset.steps
-    envs = _make_envs(args.env, num_envs)
+    envs = _make_envs(args.env, num_envs, backend=args.backend, async_batch=args.async_batch, seed=args.seed)
     eval_envs = _make_envs(args.env, 1 if not args.her else 5)
     obs_space, act_space = envs.single_observation_space, envs.single_action_space
 

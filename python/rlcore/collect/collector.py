@@ -1,10 +1,15 @@
-"""Step a gymnasium vector env with a policy and write whole vector steps into a replay buffer.
+"""Step a vector env with a policy and write each step's rows into a replay buffer in one call.
 
 Stepping, autoreset, episode accounting and env snapshots are :class:`~rlcore.envs.stepping.EnvStepper`'s
 (all autoreset modes; see there). What the collector adds: it writes every vector step into the
 buffer in one ``add`` call, NEXT_STEP reset rows with ``mask[i] = False`` (they are no transitions;
 the true final observation was already stored as ``obs_next`` of the done step, CASES.md #6), and
 ``obs_next`` of a done row is the true final observation in every mode.
+
+Asynchronous envs (EnvPool with ``batch_size < N``, :func:`rlcore.envs.make_vec` with
+``async_batch``): each step the policy acts on the envs the last ``recv`` returned, and the rows of
+the envs that come back go into the buffer with one ``add(..., env_ids=ids)``; the buffer keeps
+each env's stream, episode index and n-step windows exactly as lock-step adds would.
 
 ``terminated`` and ``truncated`` are passed through separately (truncation bootstraps, termination
 does not). Episode returns are computed from the env's reward even when ``reward_fn`` replaces the
@@ -19,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlcore.envs.backends import VecBackend
 from rlcore.envs.stepping import EnvStepper, Episode, collect_stats
 from rlcore.errors import ApiUsageError, InvalidValueError
 from rlcore.stats import CollectStats
@@ -32,9 +38,10 @@ class Collector:
 
     Args:
         envs: a gymnasium ``VectorEnv`` (``SyncVectorEnv``, ``AsyncVectorEnv``, or anything with the
-            same API) with N sub-envs.
-        buffer: an rlcore buffer (``add(obs, act, rew, terminated, truncated, obs_next, *, mask)``),
-            or ``None`` to only step the env (evaluation).
+            same API) with N sub-envs, or a :class:`~rlcore.envs.backends.VecBackend` (EnvPool,
+            lock-step or asynchronous).
+        buffer: an rlcore buffer (``add(obs, act, rew, terminated, truncated, obs_next, *, mask,
+            env_ids)``), or ``None`` to only step the env (evaluation).
         reward_fn: optional ``reward_fn(obs, act, obs_next, rew) -> rew`` whose output is stored
             instead of the env reward (learned rewards); ``obs_next`` is the true next observation.
 
@@ -45,7 +52,11 @@ class Collector:
     """
 
     def __init__(
-        self, envs: gym.vector.VectorEnv, buffer: Any | None = None, *, reward_fn: RewardFn | None = None
+        self,
+        envs: gym.vector.VectorEnv | VecBackend,
+        buffer: Any | None = None,
+        *,
+        reward_fn: RewardFn | None = None,
     ) -> None:
         self.envs = envs
         self.buffer = buffer
@@ -53,6 +64,7 @@ class Collector:
         self.stepper = EnvStepper(envs)
         self.num_envs = self.stepper.num_envs
         self.autoreset_mode = self.stepper.autoreset_mode
+        self.action_space = self.stepper.action_space
 
     @property
     def obs(self) -> Any:
@@ -75,41 +87,56 @@ class Collector:
         return self.stepper.needs_reset
 
     def reset(self, *, seed: int | None = None) -> None:
-        """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and the action-space sampler."""
+        """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and the action-space sampler.
+
+        The envs reset concurrently on ``AsyncVectorEnv`` and EnvPool (N resets cost about one),
+        one after another on ``SyncVectorEnv``."""
         self.stepper.reset(seed=seed)
         if seed is not None:
-            self.envs.action_space.seed(seed)
+            self.action_space.seed(seed)
 
     def collect(self, n_env_steps: int, *, policy: Policy | None = None) -> CollectStats:
-        """Step until at least ``n_env_steps`` transitions were written (N per vector step at most).
+        """Step until at least ``n_env_steps`` transitions were written (N per vector step at most;
+        ``batch_size`` per step for asynchronous envs).
 
         Args:
             n_env_steps: transitions to collect (> 0).
-            policy: ``policy(obs) -> act``; ``None`` samples uniformly from the action space.
+            policy: ``policy(obs) -> act`` (``[K, *O]`` to ``[K, *A]``: the envs that are waiting,
+                all N in lock-step); ``None`` samples uniformly from the action space (the first
+                K rows of a batched sample).
 
         Raises:
             ApiUsageError: :meth:`reset` was never called (a ``RuntimeError``).
             InvalidValueError: ``n_env_steps <= 0`` (a ``ValueError``).
         """
         if self.stepper.needs_reset:
-            raise ApiUsageError("Collector.collect() before reset(): call collector.reset(seed=...) once first")
+            raise ApiUsageError(
+                "Collector.collect() before reset(): call collector.reset(seed=...) once first"
+            )
         if n_env_steps <= 0:
             raise InvalidValueError(f"n_env_steps must be > 0, got {n_env_steps}")
         start = time.perf_counter()
         ended: list[Episode] = []
         written = vector_steps = 0
+        stepper = self.stepper
         while written < n_env_steps:
-            obs = self.stepper.obs
-            act = self.envs.action_space.sample() if policy is None else policy(obs)
-            step = self.stepper.step(act)
+            if policy is None:
+                act = self.action_space.sample()
+                if not stepper.lock_step:
+                    act = act[: len(stepper.ready_ids)]
+            else:
+                act = policy(stepper.ready_obs)
+            step = stepper.step(act)
             rew_N = step.rew_N
             if self.reward_fn is not None:
-                rew_N = np.asarray(self.reward_fn(step.obs, act, step.obs_next, step.rew_N))
+                rew_N = np.asarray(self.reward_fn(step.obs, step.act, step.obs_next, step.rew_N))
             if self.buffer is not None:
                 mask = None if step.transition_N.all() else step.transition_N
-                self.buffer.add(
-                    step.obs, act, rew_N, step.terminated_N, step.truncated_N, step.obs_next, mask=mask
-                )
+                rows = (step.obs, step.act, rew_N, step.terminated_N, step.truncated_N, step.obs_next)
+                if step.lock_step:  # buffers of whole vector steps (the distributed writer) take no env_ids
+                    self.buffer.add(*rows, mask=mask)
+                else:
+                    self.buffer.add(*rows, mask=mask, env_ids=step.env_ids)
             ended += step.episodes
             written += step.transitions
             vector_steps += 1
@@ -122,7 +149,7 @@ class Collector:
         pending resets, partial episodes, counters and ``"envs"``, the sub-envs' snapshot or
         ``None``) plus ``"action_rng"``, the action sampler's numpy ``bit_generator.state`` dict."""
         state = self.stepper.state_dict()
-        state["action_rng"] = self.envs.action_space.np_random.bit_generator.state
+        state["action_rng"] = self.action_space.np_random.bit_generator.state
         return state
 
     def load_state_dict(self, state: Mapping[str, Any], *, seed: int | None = None) -> None:
@@ -134,5 +161,5 @@ class Collector:
         episode of every env starts fresh; counters and the action sampler's RNG are restored either way.
         """
         if not self.stepper.load_state_dict(state, seed=seed) and seed is not None:
-            self.envs.action_space.seed(seed)  # as reset() does; the saved RNG state follows
-        self.envs.action_space.np_random.bit_generator.state = state["action_rng"]
+            self.action_space.seed(seed)  # as reset() does; the saved RNG state follows
+        self.action_space.np_random.bit_generator.state = state["action_rng"]

@@ -33,7 +33,7 @@ def evaluate(
     stepper.reset(seed=seed)
     ended: list[Episode] = []
     while (quota_N > 0).any():
-        step = stepper.step(policy(stepper.obs))
+        step = stepper.step(policy(stepper.ready_obs))
         for episode in step.episodes:
             if quota_N[episode.env] > 0:
                 quota_N[episode.env] -= 1

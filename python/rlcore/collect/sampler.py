@@ -20,6 +20,12 @@ Stepping, autoreset, episode accounting and env snapshots are
 * ``DISABLED``: the stepper resets done envs itself; the observation the done step returned is the
   final one. Every row is valid.
 
+Backends: any lock-step :class:`~rlcore.envs.backends.VecBackend` (gymnasium Sync/Async, EnvPool
+with ``batch_size == N``) through the ``send``/``recv`` protocol. Asynchronous partial batches
+(EnvPool ``batch_size < N``) are refused: a ``[T, N]`` rollout needs every env to step T times
+under one policy, and the envs that would be in flight at the end of a rollout would act with the
+policy of the previous update (not built yet).
+
 Dimension letters: T time (vector steps), N envs, O observation shape, A action shape."""
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from rlcore.batch import Rollout
+from rlcore.envs.backends import VecBackend
 from rlcore.envs.stepping import EnvStepper, Episode, collect_stats
 from rlcore.errors import ApiUsageError, InvalidValueError
 from rlcore.stats import CollectStats
@@ -41,7 +48,7 @@ __all__ = ["RolloutSampler"]
 
 
 class RolloutSampler:
-    """Steps a gymnasium vector env with an :class:`ActorCriticPolicy` for ``T`` vector steps.
+    """Steps a vector env with an :class:`ActorCriticPolicy` for ``T`` vector steps.
 
     The sampler's stepper owns the env's current observations between calls (its own copy, so envs
     that rewrite the array they returned, ``copy=False`` or shared memory, give right rollouts:
@@ -49,7 +56,8 @@ class RolloutSampler:
     construction: call :meth:`reset` once (the trainer does).
 
     Args:
-        envs: a gymnasium ``VectorEnv`` with N sub-envs and a ``Box`` observation space.
+        envs: a gymnasium ``VectorEnv`` with N sub-envs and a ``Box`` observation space, or a
+            lock-step :class:`~rlcore.envs.backends.VecBackend` (EnvPool).
         reward_fn: optional ``reward_fn(obs, act, obs_next, rew) -> rew`` whose output becomes
             ``rollout.rew`` (learned rewards: GAIL, preference models); ``obs_next`` is the true next
             observation (the final one at a done step), ``act`` the action the env received. Episode
@@ -57,9 +65,10 @@ class RolloutSampler:
 
     Raises:
         InvalidValueError: a ``Dict`` observation space (flatten it with a wrapper first).
+        ApiUsageError: an asynchronous backend (``batch_size < N``).
     """
 
-    def __init__(self, envs: gym.vector.VectorEnv, *, reward_fn: RewardFn | None = None) -> None:
+    def __init__(self, envs: gym.vector.VectorEnv | VecBackend, *, reward_fn: RewardFn | None = None) -> None:
         if isinstance(envs.single_observation_space, gym.spaces.Dict):
             raise InvalidValueError(
                 "RolloutSampler needs array observations; wrap dict envs with "
@@ -68,6 +77,11 @@ class RolloutSampler:
         self.envs = envs
         self.reward_fn = reward_fn
         self.stepper = EnvStepper(envs)
+        if not self.stepper.lock_step:
+            raise ApiUsageError(
+                f"on-policy rollouts need lock-step envs: got batch_size={self.stepper.batch_size} "
+                f"of {self.stepper.num_envs} envs (make_vec(..., async_batch=None))"
+            )
         self.num_envs = self.stepper.num_envs
         self.autoreset_mode = self.stepper.autoreset_mode
         space = envs.single_action_space
@@ -100,7 +114,10 @@ class RolloutSampler:
         self.stepper.reset(seed=seed)
 
     def sample(
-        self, policy: ActorCriticPolicy, envs: gym.vector.VectorEnv | None = None, num_steps: int = 128
+        self,
+        policy: ActorCriticPolicy,
+        envs: gym.vector.VectorEnv | VecBackend | None = None,
+        num_steps: int = 128,
     ) -> tuple[Rollout, CollectStats]:
         """Run ``num_steps`` vector steps and return the rollout and its episode statistics.
 

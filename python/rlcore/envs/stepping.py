@@ -1,5 +1,10 @@
-"""THE env stepper: one place that steps a gymnasium vector env for the collector, the rollout
-sampler, evaluation and the expert recorder.
+"""THE env stepper: one place that steps a vector env for the collector, the rollout sampler,
+evaluation and the expert recorder.
+
+It drives any :class:`~rlcore.envs.backends.VecBackend` (``send(act, env_ids)`` / ``recv()``): a
+gymnasium ``SyncVectorEnv`` or ``AsyncVectorEnv`` (all envs per step) or EnvPool, also in
+asynchronous mode (``batch_size < N``: each step sends actions to the envs that are waiting and
+returns the ``batch_size`` envs that finished first, in any order; ``Step.env_ids`` names them).
 
 :class:`EnvStepper` owns everything that must be right at every vector step and is the same for all
 of them:
@@ -25,9 +30,11 @@ of them:
   ``copy=False`` (or shared memory) rewrite the array they returned at their next step or reset
   (CASES.md #15). The stepper never writes into an array it handed out.
 * **Snapshots** for checkpoints: :meth:`EnvStepper.state_dict` / :meth:`EnvStepper.load_state_dict`.
+* **Resets** of all envs go through the backend's ``reset``: concurrent on ``AsyncVectorEnv`` and
+  EnvPool (resetting N envs costs about one reset), sequential on ``SyncVectorEnv`` (N resets).
 
 Observations may be a NumPy array ``[N, *O]`` or a dict of such arrays (dict observation spaces).
-Dimension letters: N envs, O observation shape.
+Dimension letters: N envs, K envs of one step (N in lock-step), O observation shape.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from rlcore.envs.backends import VecBackend, as_backend
 from rlcore.errors import ApiUsageError
 from rlcore.stats import CollectStats
 
@@ -122,8 +130,9 @@ class Episode(NamedTuple):
 
 
 class Step(NamedTuple):
-    """What one :meth:`EnvStepper.step` did. Arrays are ``[N, ...]``; none of them is the env's own
-    array, and the stepper never writes into them afterwards."""
+    """What one :meth:`EnvStepper.step` did. Arrays are ``[K, ...]``, row k for env
+    ``env_ids[k]`` (``K = N`` and ``env_ids = arange(N)`` in lock-step); none of them is the
+    env's own array, and the stepper never writes into them afterwards."""
 
     obs: Any
     """Observation each env acted on (the stepper's copy)."""
@@ -147,7 +156,11 @@ class Step(NamedTuple):
     transitions: int
     """Number of transition rows (``transition_N.sum()``)."""
     episodes: tuple[Episode, ...]
-    """The episodes that ended at this step, in env order."""
+    """The episodes that ended at this step, in row order."""
+    env_ids: np.ndarray
+    """int64 ``[K]``: the env of each row."""
+    lock_step: bool
+    """True when the rows are all N envs in env order (``env_ids == arange(N)``)."""
 
 
 def collect_stats(
@@ -165,31 +178,58 @@ def collect_stats(
 
 
 class EnvStepper:
-    """Steps a gymnasium vector env and keeps what one step needs to know about the ones before.
+    """Steps a vector env and keeps what one step needs to know about the ones before.
 
     Args:
         envs: a gymnasium ``VectorEnv`` (``SyncVectorEnv``, ``AsyncVectorEnv`` or anything with the
-            same API) with N sub-envs, in any autoreset mode.
+            same API) with N sub-envs, in any autoreset mode, or a
+            :class:`~rlcore.envs.backends.VecBackend` (EnvPool: NEXT_STEP autoreset, lock-step or
+            asynchronous).
 
     The stepper does not reset at construction: call :meth:`reset` once first.
 
     Attributes:
-        obs: the observation the next step starts from (the stepper's own copy), ``None`` before
-            the first :meth:`reset`.
+        backend: the :class:`~rlcore.envs.backends.VecBackend` it drives.
+        obs: the latest observation of every env ``[N, *O]`` (the stepper's own copy), ``None``
+            before the first :meth:`reset`; in lock-step, what the next step starts from.
+        ready_ids: int64 ``[K]``: the envs the next :meth:`step` sends actions to, in the order
+            its ``act`` rows must follow (all N after a reset; the envs the last step returned).
         env_steps: transitions stepped since construction (restored by :meth:`load_state_dict`).
         episodes: episodes finished since construction (restored by :meth:`load_state_dict`).
     """
 
-    def __init__(self, envs: gym.vector.VectorEnv) -> None:
+    def __init__(self, envs: gym.vector.VectorEnv | VecBackend) -> None:
         self.envs = envs
-        self.num_envs = int(envs.num_envs)
-        self.autoreset_mode = autoreset_mode(envs)
+        self.backend = as_backend(envs)
+        self.num_envs = int(self.backend.num_envs)
+        self.batch_size = int(self.backend.batch_size)
+        self.autoreset_mode = self.backend.autoreset_mode
+        if self.batch_size < self.num_envs and self.autoreset_mode != AutoresetMode.NEXT_STEP:
+            raise ApiUsageError("asynchronous stepping needs NEXT_STEP autoreset")
         self.obs: Any = None
         self.env_steps = 0
         self.episodes = 0
+        self._all = np.arange(self.num_envs, dtype=np.int64)
+        self.ready_ids = self._all
+        self._act_N: np.ndarray | None = None
         self._next_is_reset_N = np.zeros(self.num_envs, dtype=bool)
         self._ep_return_N = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_length_N = np.zeros(self.num_envs, dtype=np.int64)
+
+    @property
+    def lock_step(self) -> bool:
+        """True when every step covers all N envs in env order (``batch_size == N``)."""
+        return self.batch_size == self.num_envs
+
+    @property
+    def ready_obs(self) -> Any:
+        """The observations of :attr:`ready_ids` ``[K, *O]`` (:attr:`obs` itself in lock-step)."""
+        return self.obs if self.lock_step else obs_rows(self.obs, self.ready_ids)
+
+    @property
+    def action_space(self) -> gym.Space[Any]:
+        """The batched action space of all N envs (random actions: the first K rows of a sample)."""
+        return self.backend.action_space
 
     @property
     def needs_reset(self) -> bool:
@@ -202,25 +242,31 @@ class EnvStepper:
         return self._next_is_reset_N.copy()
 
     def reset(self, *, seed: int | None = None) -> None:
-        """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and forget partial episodes."""
-        obs, _ = self.envs.reset(seed=seed)
+        """Reset all sub-envs (seeded with ``seed, seed+1, ...``; EnvPool is seeded at construction)
+        and forget partial episodes. Concurrent on ``AsyncVectorEnv`` and EnvPool, sequential on
+        ``SyncVectorEnv``."""
+        obs = self.backend.reset(seed=seed)
         self.obs = copy_obs(obs)
+        self.ready_ids = self._all
         self._next_is_reset_N[:] = False
         self._ep_return_N[:] = 0.0
         self._ep_length_N[:] = 0
 
     def step(self, act: Any) -> Step:
-        """Step every sub-env with ``act`` (``[N, *A]``) and account for what happened.
+        """Send ``act`` (``[K, *A]``, row k for env ``ready_ids[k]``; ``[N, *A]`` in lock-step) and
+        account for the envs that come back.
 
         Raises:
             ApiUsageError: :meth:`reset` was never called.
         """
         if self.obs is None:
             raise ApiUsageError("EnvStepper.step() before reset(): call reset(seed=...) once first")
+        if not self.lock_step:
+            return self._step_async(act)
         mode = self.autoreset_mode
         obs = self.obs
-        env_obs, rew_N, term_N, trunc_N, info = self.envs.step(act)
-        rew_N = np.asarray(rew_N)
+        self.backend.send(act, self._all)
+        env_obs, rew_N, term_N, trunc_N, info, _ = self.backend.recv()
         transition_N = ~self._next_is_reset_N
         done_N = (term_N | trunc_N) & transition_N
         done_idx = np.flatnonzero(done_N)
@@ -233,35 +279,98 @@ class EnvStepper:
             self.obs = copy_obs(env_obs)
         elif done_idx.size and mode == AutoresetMode.DISABLED:
             obs_next = copy_obs(env_obs)  # before the reset rewrites a copy=False env's array
-            env_obs, _ = self.envs.reset(options={"reset_mask": done_N})
+            assert self.backend.envs is not None  # only gymnasium envs run without autoreset
+            env_obs, _ = self.backend.envs.reset(options={"reset_mask": done_N})
             self.obs = copy_obs(env_obs)
         else:
             self.obs = obs_next = copy_obs(env_obs)
 
-        # Episode accounting: env reward, transitions only.
-        self._ep_return_N += np.where(transition_N, rew_N, 0.0)
-        self._ep_length_N += transition_N
-        episodes: tuple[Episode, ...] = ()
-        if done_idx.size:
-            episodes = tuple(
-                Episode(
-                    int(i),
-                    float(self._ep_return_N[i]),
-                    int(self._ep_length_N[i]),
-                    episode_success(info, int(i), mode),
-                )
-                for i in done_idx
-            )
-            self._ep_return_N[done_idx] = 0.0
-            self._ep_length_N[done_idx] = 0
+        episodes = self._account(self._all, rew_N, transition_N, done_N, info)
         # NEXT_STEP: the next row of a done env is its reset and carries no transition.
         self._next_is_reset_N = done_N if mode == AutoresetMode.NEXT_STEP else np.zeros_like(done_N)
         transitions = int(transition_N.sum())
         self.env_steps += transitions
         self.episodes += len(episodes)
         return Step(
-            obs, act, rew_N, term_N, trunc_N, obs_next, transition_N, done_N, info, transitions, episodes
+            obs,
+            act,
+            rew_N,
+            term_N,
+            trunc_N,
+            obs_next,
+            transition_N,
+            done_N,
+            info,
+            transitions,
+            episodes,
+            self._all,
+            True,
         )
+
+    def _step_async(self, act: Any) -> Step:
+        """One asynchronous step (NEXT_STEP autoreset): actions to the ready envs, then the rows
+        of the ``batch_size`` envs that finished; each row's ``obs`` and ``act`` are those the env
+        stepped from."""
+        act = np.asarray(act)
+        if self._act_N is None:
+            self._act_N = np.zeros((self.num_envs, *act.shape[1:]), dtype=act.dtype)
+        self._act_N[self.ready_ids] = act
+        self.backend.send(act, self.ready_ids)
+        env_obs, rew_K, term_K, trunc_K, info, ids = self.backend.recv()
+        obs = obs_rows(self.obs, ids)
+        act_K = self._act_N[ids]
+        transition_K = ~self._next_is_reset_N[ids]
+        done_K = (term_K | trunc_K) & transition_K
+        obs_next = copy_obs(env_obs)
+        if isinstance(self.obs, Mapping):
+            for k in self.obs:
+                self.obs[k][ids] = obs_next[k]
+        else:
+            self.obs[ids] = obs_next
+        episodes = self._account(ids, rew_K, transition_K, done_K, info)
+        self._next_is_reset_N[ids] = done_K
+        self.ready_ids = ids
+        transitions = int(transition_K.sum())
+        self.env_steps += transitions
+        self.episodes += len(episodes)
+        return Step(
+            obs,
+            act_K,
+            rew_K,
+            term_K,
+            trunc_K,
+            obs_next,
+            transition_K,
+            done_K,
+            info,
+            transitions,
+            episodes,
+            ids,
+            False,
+        )
+
+    def _account(
+        self, ids: np.ndarray, rew_K: np.ndarray, transition_K: np.ndarray, done_K: np.ndarray, info: Any
+    ) -> tuple[Episode, ...]:
+        """Episode accounting of rows ``ids``: env reward, transitions only; the ended episodes."""
+        self._ep_return_N[ids] += np.where(transition_K, rew_K, 0.0)
+        self._ep_length_N[ids] += transition_K
+        rows = np.flatnonzero(done_K)
+        if not rows.size:
+            return ()
+        envs = ids[rows]
+        episodes = tuple(
+            Episode(
+                int(e),
+                float(self._ep_return_N[e]),
+                int(self._ep_length_N[e]),
+                episode_success(info, int(k), self.autoreset_mode),
+            )
+            for k, e in zip(rows, envs, strict=True)
+        )
+        self._ep_return_N[envs] = 0.0
+        self._ep_length_N[envs] = 0
+        return episodes
 
     def state_dict(self) -> dict[str, Any]:
         """The current observation, pending NEXT_STEP resets, partial episodes and counters (numpy
@@ -271,10 +380,11 @@ class EnvStepper:
         trainers write it to a checkpoint file of its own, read back only on request
         (:mod:`rlcore.trainers.checkpoint`, ``trust_env_state``)."""
         envs_copy: Any = None
-        sub_envs = getattr(self.envs, "envs", None)
+        gym_envs = self.backend.envs
+        sub_envs = getattr(gym_envs, "envs", None)
         if sub_envs is not None:
             try:
-                envs_copy = copy.deepcopy((sub_envs, getattr(self.envs, "_autoreset_envs", None)))
+                envs_copy = copy.deepcopy((sub_envs, getattr(gym_envs, "_autoreset_envs", None)))
             except Exception:  # noqa: BLE001 - any copying failure means "not restorable"
                 envs_copy = None
         return {
@@ -297,11 +407,12 @@ class EnvStepper:
         """
         self.env_steps = int(state["env_steps"])
         self.episodes = int(state["episodes"])
-        if state.get("envs") is not None and hasattr(self.envs, "envs"):
+        gym_envs = self.backend.envs
+        if state.get("envs") is not None and hasattr(gym_envs, "envs"):
             sub_envs, autoreset = copy.deepcopy(state["envs"])
-            self.envs.envs = sub_envs
+            gym_envs.envs = sub_envs  # type: ignore[union-attr]
             if autoreset is not None:
-                setattr(self.envs, "_autoreset_envs", autoreset)  # noqa: B010 - private SyncVectorEnv state
+                setattr(gym_envs, "_autoreset_envs", autoreset)  # noqa: B010 - private SyncVectorEnv state
             self.obs = copy_obs(state["obs"])
             self._next_is_reset_N = np.array(state["reset_row"], dtype=bool)
             self._ep_return_N = np.array(state["ep_return"], dtype=np.float64)

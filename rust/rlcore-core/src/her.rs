@@ -506,6 +506,7 @@ mod tests {
                 obs_next: Obs::Dict(&next),
                 extras: &[],
                 mask: None,
+                env_ids: None,
             })
             .unwrap(); // ok: test
         }

@@ -183,12 +183,22 @@ impl ReplayCore {
         self.her_goals = None;
     }
 
-    /// Add one vector-env step: row i of every array belongs to env i. Validates everything
-    /// before writing; on error nothing changes. The first call defines the columns.
+    /// Add one vector-env step: row i of every array belongs to env i, or, with `s.env_ids`,
+    /// to env `env_ids[i]` (a partial step: any subset of the envs, in any order). Each env's
+    /// rows, episode index, continuity check and priorities are exactly those that lock-step
+    /// adds of the same per-env streams give. Validates everything before writing; on error
+    /// nothing changes. The first call defines the columns.
+    ///
+    /// Errors: as [`validate::steps`], and as [`validate::env_ids`] for the ids.
     pub fn add(&mut self, s: &Steps<'_>) -> Result<AddOutcome> {
-        let lead = usize::from(s.rew.ndim() == 1);
-        let c = self.define_and_validate(s, lead, Some(self.st.num_envs))?;
-        Ok(self.st.write_rows(&c, |i| i, self.per.as_mut()))
+        let Some(ids) = &s.env_ids else {
+            let lead = usize::from(s.rew.ndim() == 1);
+            let c = self.define_and_validate(s, lead, Some(self.st.num_envs))?;
+            return Ok(self.st.write_rows(&c, |i| i, self.per.as_mut()));
+        };
+        let ids = validate::env_ids(ids, &s.rew, self.st.num_envs)?;
+        let c = self.define_and_validate(s, 1, None)?;
+        Ok(self.st.write_rows(&c, |i| ids[i], self.per.as_mut()))
     }
 
     /// Add T consecutive vector steps in one call: row i of the arrays is step `i / N` of env
@@ -201,6 +211,12 @@ impl ReplayCore {
                 "rew: expected shape [T * num_envs], got {:?}",
                 s.rew.shape
             )));
+        }
+        if s.env_ids.is_some() {
+            return Err(CoreError::usage(
+                "extend takes whole vector steps; add partial steps one at a time with \
+                 add(..., env_ids=...)",
+            ));
         }
         let n_envs = self.st.num_envs;
         if !s.rew.shape[0].is_multiple_of(n_envs) {

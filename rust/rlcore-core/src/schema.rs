@@ -553,6 +553,9 @@ pub struct Steps<'a> {
     pub extras: &'a [(&'a str, Array<'a>)],
     /// Bool `[N]`: envs whose entry is false are skipped (not a transition).
     pub mask: Option<Array<'a>>,
+    /// Integer `[K]`: the env of each input row (a partial vector step: a subset of the envs
+    /// in any order). `None`: row i belongs to env i and every env has a row.
+    pub env_ids: Option<Array<'a>>,
 }
 
 #[cfg(test)]
@@ -693,6 +696,7 @@ mod tests {
                 obs_next: obs,
                 extras: &[],
                 mask: None,
+                env_ids: None,
             };
             Schema::infer(&s, 0)
         };

@@ -44,7 +44,7 @@ pub struct EpisodeDone {
 /// What an `add` wrote.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddOutcome {
-    /// Per env: the row the transition was written to, or -1 where masked.
+    /// Per input row: the row its transition was written to, or -1 where masked.
     pub rows: Vec<i64>,
     pub done: Vec<EpisodeDone>,
 }

@@ -73,6 +73,47 @@ pub fn index_array(what: &str, a: &Array<'_>) -> Result<Vec<i64>> {
 /// Priorities from a 0-d or 1-d integer or float array, as float64 (their values are checked by
 /// `update_priorities`).
 ///
+/// The env of each row of a partial vector step (`add(..., env_ids=ids)`): `ids` must be a 1-d
+/// integer array with one entry per row of `rew` (which must be `[K]`), each in `[0, num_envs)`,
+/// no two equal.
+///
+/// Errors: `Shape` (`rew` not 1-d, `ids` not 1-d, a length other than `rew`'s), `DType` (not
+/// integers), `InvalidValue` (an id out of range, a repeated id).
+pub fn env_ids(ids: &Array<'_>, rew: &Array<'_>, num_envs: usize) -> Result<Vec<usize>> {
+    if rew.ndim() != 1 {
+        return Err(CoreError::shape(format!(
+            "rew: with env_ids, expected shape [K] (one reward per listed env), got {:?}",
+            rew.shape
+        )));
+    }
+    let given = index_array("env_ids", ids)?;
+    if ids.ndim() != 1 || given.len() != rew.shape[0] {
+        return Err(CoreError::shape(format!(
+            "env_ids: expected shape [{}] (one env id per row of rew), got {:?}",
+            rew.shape[0], ids.shape
+        )));
+    }
+    let mut seen = vec![false; num_envs];
+    let mut out = Vec::with_capacity(given.len());
+    for (k, &e) in given.iter().enumerate() {
+        if e < 0 || e as u64 >= num_envs as u64 {
+            return Err(CoreError::value(format!(
+                "env_ids[{k}] is {e}; env ids must be in [0, num_envs={num_envs})"
+            )));
+        }
+        let e = e as usize;
+        if seen[e] {
+            return Err(CoreError::value(format!(
+                "env_ids[{k}] is {e}, which appears earlier too; each env may have at most one \
+                 row per add"
+            )));
+        }
+        seen[e] = true;
+        out.push(e);
+    }
+    Ok(out)
+}
+
 /// Errors: `Shape` for 2 or more dimensions, `DType` for a bool array.
 pub fn priority_array(a: &Array<'_>) -> Result<Vec<f64>> {
     let n = one_dim("priorities", a)?;
@@ -497,6 +538,7 @@ mod tests {
             obs_next: Obs::Array(a(DType::F32, &obs_shape[..], &f4[..])),
             extras: &extras,
             mask: None,
+            env_ids: None,
         };
         let c = steps_checked(&sc, &good).unwrap(); // ok: test
         assert_eq!(c.n, 2);

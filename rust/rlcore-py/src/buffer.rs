@@ -144,6 +144,7 @@ impl RawBuffer {
         truncated: &Bound<'_, PyAny>,
         obs_next: &Bound<'_, PyAny>,
         mask: Option<&Bound<'_, PyAny>>,
+        env_ids: Option<&Bound<'_, PyAny>>,
         extras: Option<&Bound<'_, PyDict>>,
         extend: bool,
     ) -> Result<AddResult> {
@@ -159,6 +160,7 @@ impl RawBuffer {
         let te = convert::array(terminated, What::Arg("terminated"))?;
         let tr = convert::array(truncated, What::Arg("truncated"))?;
         let m = convert::opt_array(mask, "mask")?;
+        let ids = convert::opt_array(env_ids, "env_ids")?;
         let ex = convert::extras(extras)?;
         let (o, on, ex) = (o.arrays()?, on.arrays()?, ex.arrays()?);
         let steps = Steps {
@@ -170,6 +172,7 @@ impl RawBuffer {
             obs_next: on.obs(),
             extras: &ex,
             mask: m.as_ref().map(|m| m.array()),
+            env_ids: ids.as_ref().map(|i| i.array()),
         };
         let out = if extend {
             core.extend(&steps)?
@@ -254,7 +257,10 @@ impl RawBuffer {
         })
     }
 
-    /// Add one vector-env step of N = num_envs envs: row i of every array belongs to env i.
+    /// Add one vector-env step of N = num_envs envs: row i of every array belongs to env i;
+    /// with env_ids ([K] integers, distinct, each in [0, N)) row i belongs to env env_ids[i]
+    /// (a partial step: K <= N envs in any order, e.g. EnvPool's async recv), and every array
+    /// has K rows instead of N.
     ///
     /// obs, obs_next: [N, *O] arrays (or dicts of them for dict observations); obs_next holds
     /// the true next observation (the final one where the episode ended). act: [N, *A].
@@ -264,13 +270,14 @@ impl RawBuffer {
     /// A single-env buffer also takes arrays without the leading N. The first add (or
     /// from_spaces) fixes the columns; later adds must match them.
     ///
-    /// Returns an AddResult: indices [N] rows written (-1 where masked), and done_envs,
+    /// Returns an AddResult: indices [N] (or [K]) rows written (-1 where masked), and done_envs,
     /// episode_returns, episode_lengths of the episodes that ended.
     ///
     /// Raises ShapeError (shapes), DTypeError (dtypes or values a column cannot hold),
-    /// InvalidValueError (non-finite rewards), ApiUsageError (missing or unknown extras,
-    /// re-entrant use). Everything is validated before a byte is written.
-    #[pyo3(signature = (obs, act, rew, terminated, truncated, obs_next, *, mask=None, **extras))]
+    /// InvalidValueError (non-finite rewards, env ids out of range or repeated), ApiUsageError
+    /// (missing or unknown extras, re-entrant use). Everything is validated before a byte is
+    /// written.
+    #[pyo3(signature = (obs, act, rew, terminated, truncated, obs_next, *, mask=None, env_ids=None, **extras))]
     #[allow(clippy::too_many_arguments)]
     fn add(
         &self,
@@ -282,10 +289,11 @@ impl RawBuffer {
         truncated: &Bound<'_, PyAny>,
         obs_next: &Bound<'_, PyAny>,
         mask: Option<&Bound<'_, PyAny>>,
+        env_ids: Option<&Bound<'_, PyAny>>,
         extras: Option<&Bound<'_, PyDict>>,
     ) -> Result<AddResult> {
         self.write(
-            py, obs, act, rew, terminated, truncated, obs_next, mask, extras, false,
+            py, obs, act, rew, terminated, truncated, obs_next, mask, env_ids, extras, false,
         )
     }
 
@@ -307,7 +315,7 @@ impl RawBuffer {
         extras: Option<&Bound<'_, PyDict>>,
     ) -> Result<AddResult> {
         self.write(
-            py, obs, act, rew, terminated, truncated, obs_next, mask, extras, true,
+            py, obs, act, rew, terminated, truncated, obs_next, mask, None, extras, true,
         )
     }
 
