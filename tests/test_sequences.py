@@ -342,7 +342,7 @@ def test_her_relabels_one_goal_per_sequence_and_recomputes_every_reward(reward, 
     for _ in range(70):
         stream.step([rng.choice(["step"] * 6 + ["trunc", "term"]) for _ in range(2)])
     goal_rows = stream.row_of_goal()
-    n_step, gamma, length = 2, 0.9, 5
+    n_step, gamma = 2, 0.9
     batch = buf.sample_sequences(200, 4, burn_in=1, n_step=n_step, gamma=gamma)
     relabeled = 0
     for i, p in enumerate(batch.start_indices.tolist()):

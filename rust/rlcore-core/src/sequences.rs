@@ -31,7 +31,7 @@
 
 use crate::dtype::{read_f64, Array, DType};
 use crate::error::{CoreError, Result};
-use crate::her::{goal_distance, exact_relabel_count, GoalStrategy, Goals, RewardFn};
+use crate::her::{exact_relabel_count, goal_distance, GoalStrategy, Goals, RewardFn};
 use crate::mem::{cast_mut, copy_row, Plain};
 use crate::replay::ReplayCore;
 use crate::rng::Rng;
@@ -174,7 +174,7 @@ pub fn check_sequence_out(fields: &[SeqField], arrays: &[OutArray<'_>]) -> Resul
                 a.shape
             )));
         }
-        if !(a.c_contiguous && a.writable) || !a.addr.is_multiple_of(f.dtype.size()) {
+        if !(a.c_contiguous && a.writable && a.addr.is_multiple_of(f.dtype.size())) {
             return Err(CoreError::usage(format!(
                 "out.{}: the array must be C-contiguous, writable and aligned",
                 f.label()
@@ -306,7 +306,10 @@ impl ReplayCore {
         let l = req
             .burn_in
             .checked_add(req.seq_len)
-            .filter(|l| l.checked_mul(req.batch_size).is_some_and(|n| n <= MAX_BATCH))
+            .filter(|l| {
+                l.checked_mul(req.batch_size)
+                    .is_some_and(|n| n <= MAX_BATCH)
+            })
             .ok_or_else(|| {
                 CoreError::value(format!(
                     "batch_size * (burn_in + seq_len) must be at most {MAX_BATCH}, got {} * ({} \
@@ -384,7 +387,11 @@ impl ReplayCore {
                 continue;
             }
             out.push(SeqField {
-                slot: if j == 0 { SeqSlot::Act } else { SeqSlot::Extras },
+                slot: if j == 0 {
+                    SeqSlot::Act
+                } else {
+                    SeqSlot::Extras
+                },
                 key: (j > 0).then(|| c.spec.name.clone()),
                 dtype: c.spec.dtype,
                 shape: dims(&[b, l], &c.spec.shape),
@@ -785,7 +792,11 @@ fn gather(
         for k in 0..l {
             let at = i * l + k;
             if k >= v {
-                for (c, (ob, on)) in sc.obs.iter().zip(o.obs.iter_mut().zip(o.obs_next.iter_mut())) {
+                for (c, (ob, on)) in sc
+                    .obs
+                    .iter()
+                    .zip(o.obs.iter_mut().zip(o.obs_next.iter_mut()))
+                {
                     let ib = c.item_bytes;
                     ob[at * ib..(at + 1) * ib].fill(0);
                     on[at * ib..(at + 1) * ib].fill(0);
@@ -813,7 +824,11 @@ fn gather(
                 (0..m).map(|j| f64::from(st.rew(st.phys(s.env, t + j)))),
                 gamma,
             );
-            for (c, (ob, on)) in sc.obs.iter().zip(o.obs.iter_mut().zip(o.obs_next.iter_mut())) {
+            for (c, (ob, on)) in sc
+                .obs
+                .iter()
+                .zip(o.obs.iter_mut().zip(o.obs_next.iter_mut()))
+            {
                 let ib = c.item_bytes;
                 copy_row(&mut ob[at * ib..(at + 1) * ib], st.cell(c, p));
                 copy_row(&mut on[at * ib..(at + 1) * ib], st.cell(c, q));
@@ -1025,7 +1040,10 @@ mod tests {
     /// Sample and return (start rows, mask) of the batch.
     fn sample(c: &mut ReplayCore, r: &SeqRequest) -> Result<(Vec<i64>, Vec<u8>)> {
         let fields = c.sequence_fields(r)?;
-        let mut bufs: Vec<Vec<u64>> = fields.iter().map(|f| vec![0u64; f.bytes().div_ceil(8)]).collect();
+        let mut bufs: Vec<Vec<u64>> = fields
+            .iter()
+            .map(|f| vec![0u64; f.bytes().div_ceil(8)])
+            .collect();
         let slices: Vec<&mut [u8]> = bufs
             .iter_mut()
             .zip(&fields)
@@ -1034,10 +1052,13 @@ mod tests {
         c.sample_sequences(r, slices, None)?;
         let at = |slot| fields.iter().position(|f| f.slot == slot).unwrap(); // ok: test
         let starts = crate::mem::cast_or_copy::<i64>(
-            &crate::mem::bytes_of(&bufs[at(SeqSlot::StartIndices)])[..fields[at(SeqSlot::StartIndices)].bytes()],
+            &crate::mem::bytes_of(&bufs[at(SeqSlot::StartIndices)])
+                [..fields[at(SeqSlot::StartIndices)].bytes()],
         )
         .to_vec();
-        let mask = crate::mem::bytes_of(&bufs[at(SeqSlot::Mask)])[..fields[at(SeqSlot::Mask)].bytes()].to_vec();
+        let mask = crate::mem::bytes_of(&bufs[at(SeqSlot::Mask)])
+            [..fields[at(SeqSlot::Mask)].bytes()]
+            .to_vec();
         Ok((starts, mask))
     }
 

@@ -448,7 +448,8 @@ impl RawBuffer {
     /// mask), InvalidValueError (a non-finite TD error, eta outside [0, 1], a row of mask
     /// without a valid step, an index outside [0, capacity)), ApiUsageError (not a prioritized
     /// buffer). Nothing is written unless the whole call is valid.
-    #[pyo3(signature = (start_indices, td_errors, *, mask=None, eta=Given(None)))]
+    #[pyo3(signature = (start_indices, td_errors, *, mask=None, eta=Given(None)),
+           text_signature = "(self, start_indices, td_errors, *, mask=None, eta=0.9)")]
     fn update_sequence_priorities(
         &self,
         py: Python<'_>,
