@@ -38,6 +38,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seq-len", type=int, default=16, help="training steps of each sequence")
     parser.add_argument("--n-step", type=int, default=3, help="n of the n-step return")
     parser.add_argument("--prioritized", action="store_true", help="prioritized sequences")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
+    parser.add_argument("--train-every", type=int, default=8, help="env steps per gradient step")
+    parser.add_argument("--target-update", type=int, default=500, help="gradient steps between target copies")
+    parser.add_argument("--recurrent-size", type=int, default=64, help="GRU width")
     parser.add_argument("--eval-every", type=int, default=10_000, help="env steps between evaluations")
     parser.add_argument("--out", type=Path, default=None, help="run directory (metrics.jsonl)")
     return parser.parse_args()
@@ -53,7 +57,14 @@ def main() -> None:
     algo = R2D2.from_spaces(
         envs.single_observation_space,
         envs.single_action_space,
-        R2D2Config(burn_in=args.burn_in, seq_len=args.seq_len, seed=args.seed),
+        R2D2Config(
+            burn_in=args.burn_in,
+            seq_len=args.seq_len,
+            lr=args.lr,
+            target_update_interval=args.target_update,
+            recurrent_size=args.recurrent_size,
+            seed=args.seed,
+        ),
     )
     capacity = min(args.steps + 1000, 200_000)
     if args.prioritized:
@@ -63,6 +74,7 @@ def main() -> None:
     config = RecurrentTrainerConfig(
         max_env_steps=args.steps,
         n_step=args.n_step,
+        train_every_env_steps=args.train_every,
         eval_every_env_steps=args.eval_every,
         per_beta_end=1.0 if args.prioritized else None,
         seed=args.seed,
