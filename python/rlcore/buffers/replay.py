@@ -347,7 +347,8 @@ class ReplayBuffer(RawBuffer):
         newest stored step or an overwritten row. The n-step window of each step stays inside
         the sequence. HER buffers relabel each sequence with one goal (strategy ``future``: the
         achieved goal after a step uniform in [last valid step, episode end)), recomputing
-        every step's reward.
+        every step's reward; their ``finished_only``/``exact_ratio`` sampling rules are those of
+        ``sample`` and do not restrict the starts here (``exact_ratio`` fixes the relabeled count).
 
         Args:
             batch_size: B in [1, 2**31 - 1].
