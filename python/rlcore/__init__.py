@@ -11,6 +11,7 @@ from rlcore.batch import TransitionBatch
 from rlcore.buffers.her import HERReplayBuffer
 from rlcore.buffers.prioritized import PrioritizedReplayBuffer
 from rlcore.buffers.replay import ReplayBuffer
+from rlcore.buffers.sequences import SequenceBatch
 from rlcore.returns import compute_gae, compute_nstep_returns
 from rlcore.schedules import LinearSchedule
 
@@ -20,6 +21,7 @@ __all__ = [
     "LinearSchedule",
     "PrioritizedReplayBuffer",
     "ReplayBuffer",
+    "SequenceBatch",
     "TransitionBatch",
     "__version__",
     "compute_gae",

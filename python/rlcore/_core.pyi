@@ -104,6 +104,21 @@ class RawBuffer:
         goal_indices: Any = None,
     ) -> tuple[Any, ...]: ...
     def _floor_gather(self, batch_size: int, seed: int) -> tuple[Any, ...]: ...
+    def _sample_sequences(
+        self,
+        batch_size: int,
+        seq_len: int,
+        burn_in: int,
+        n_step: int,
+        gamma: float,
+        pad: bool,
+        state: Sequence[str],
+        out: Any,
+        compute_reward: Callable[..., Any] | None,
+    ) -> tuple[Any, ...]: ...
+    def update_sequence_priorities(
+        self, start_indices: Any, td_errors: Any, *, mask: Any = None, eta: float = 0.9
+    ) -> int: ...
     def __len__(self) -> int: ...
     @property
     def capacity(self) -> int: ...

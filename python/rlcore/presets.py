@@ -87,7 +87,7 @@ def preset_for(env_id: str, *, her: bool) -> Preset:
                 "dqn": {},
             },
         )
-    if env_id.startswith("CartPole"):
+    if env_id.startswith(("CartPole", "rlcore/CartPole")):  # rlcore/CartPoleNoVel-v1 too
         return Preset(
             steps=50_000,
             capacity=100_000,

@@ -1,6 +1,7 @@
 """Algorithms: one file each, built from networks and optimizers, returning typed stats.
 
-Off-policy: :class:`DQN`, :class:`DDPG`, :class:`TD3`, :class:`SAC`. Each has a frozen config
+Off-policy: :class:`DQN`, :class:`DDPG`, :class:`TD3`, :class:`SAC`; recurrent, on sequences:
+:class:`R2D2`. Each has a frozen config
 dataclass, ``from_spaces(observation_space, action_space, config, device=...)``,
 ``act(obs, *, deterministic)``, ``update(batch) -> XStats``, ``state_dict()`` and
 ``load_state_dict()``; none holds an env, a buffer or a logger.
@@ -15,6 +16,7 @@ from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.algos.ddpg import DDPG, DDPGConfig, DDPGStats
 from rlcore.algos.dqn import DQN, DQNConfig, DQNStats
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
+from rlcore.algos.r2d2 import R2D2, R2D2Config, R2D2Stats
 from rlcore.algos.sac import SAC, SACConfig, SACStats
 from rlcore.algos.td3 import TD3, TD3Config, TD3Stats
 from rlcore.algos.vpg import VPG, VPGConfig, VPGStats
@@ -22,12 +24,15 @@ from rlcore.algos.vpg import VPG, VPGConfig, VPGStats
 __all__ = [
     "A2C",
     "PPO",
+    "R2D2",
     "VPG",
     "A2CConfig",
     "A2CStats",
     "ActorCritic",
     "OnPolicyAlgorithm",
     "PPOConfig",
+    "R2D2Config",
+    "R2D2Stats",
     "PPOStats",
     "VPGConfig",
     "VPGStats",

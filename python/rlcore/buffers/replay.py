@@ -13,7 +13,7 @@ wrapper that packs the Rust result into a :class:`~rlcore.batch.TransitionBatch`
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,6 +22,7 @@ from rlcore._core import AddResult, RawBuffer
 from rlcore.batch import TransitionBatch
 from rlcore.buffers import persist
 from rlcore.buffers.offline import offline_capacity
+from rlcore.buffers.sequences import SequenceBatch, state_names
 from rlcore.errors import ApiUsageError, DTypeError, SaveFileError, ShapeError
 
 __all__ = ["ReplayBuffer"]
@@ -322,6 +323,61 @@ class ReplayBuffer(RawBuffer):
         """
         idx = _index_array(indices)
         return _new_batch(TransitionBatch, self._sample(idx.size, n_step, gamma, out, None, idx))
+
+    def sample_sequences(
+        self,
+        batch_size: int,
+        seq_len: int,
+        *,
+        burn_in: int = 0,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        pad: bool = True,
+        state: str | Sequence[str] = (),
+        out: SequenceBatch | None = None,
+    ) -> SequenceBatch:
+        """Sample ``batch_size`` sequences of ``L = burn_in + seq_len`` consecutive steps of one
+        episode each, for recurrent learners (R2D2, Kapturowski et al. 2019), in one core call.
+
+        Eligible starts (see :mod:`rlcore.buffers.sequences` for the exact rules): every step
+        ``t`` of an episode with ``t + L <= end`` (the sequence fits), and, with ``pad=True``,
+        the first surviving step of each episode shorter than L (padded at the end, ``mask``
+        False there). Starts are uniform over the eligible ones (prioritized buffers:
+        proportional to the start row's priority). No sequence crosses an episode end, the
+        newest stored step or an overwritten row. The n-step window of each step stays inside
+        the sequence. HER buffers relabel each sequence with one goal (strategy ``future``: the
+        achieved goal after a step uniform in [last valid step, episode end)), recomputing
+        every step's reward; their ``finished_only``/``exact_ratio`` sampling rules are those of
+        ``sample`` and do not restrict the starts here (``exact_ratio`` fixes the relabeled count).
+
+        Args:
+            batch_size: B in [1, 2**31 - 1].
+            seq_len: steps a learner trains on, >= 1.
+            burn_in: steps before them to unroll the recurrent state over, >= 0.
+            n_step: n >= 1; gamma: discount in [0, 1] (as :meth:`sample`).
+            pad: take episodes shorter than L (padded) or never choose them.
+            state: extra column name(s) of a recurrent state written at collection
+                (``add(..., h=h)``): returned once per sequence, ``[B, *shape]`` from its first
+                step, in ``batch.state`` (and not per step in ``batch.extras``).
+            out: a batch from a previous call with the same arguments whose arrays to fill.
+
+        Returns:
+            SequenceBatch (see its docstring for shapes and dtypes).
+
+        Raises:
+            InvalidValueError: batch_size out of range, seq_len < 1, burn_in < 0, n_step < 1,
+                gamma outside [0, 1], ``B * L > 2**31 - 1``, a state name given twice.
+            DTypeError: a non-integer count, a non-number gamma, a state that is not str(s).
+            EmptyBufferError: no transition stored, or (``pad=False``) no stored episode with
+                L transitions.
+            ApiUsageError: a state name that is not an extra column; ``out`` arrays not
+                C-contiguous and writable, or ``out`` not a batch of this call's layout.
+            ShapeError, DTypeError: ``out`` arrays of the wrong shapes or dtypes.
+        """
+        names = state_names(state)
+        reward = getattr(self, "_compute_reward", None)
+        fields = self._sample_sequences(batch_size, seq_len, burn_in, n_step, gamma, bool(pad), names, out, reward)
+        return _new_batch(SequenceBatch, fields)
 
     # -- views --------------------------------------------------------------------------------
 

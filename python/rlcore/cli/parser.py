@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import NoReturn
 
-from rlcore.cli.common import ALGOS, IMITATION_ALGOS
+from rlcore.cli.common import ALGOS, IMITATION_ALGOS, RECURRENT_ALGOS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train an agent",
         description="Train DQN, DDPG, TD3, SAC, VPG, A2C or PPO on a gymnasium env.",
     )
-    train.add_argument("--algo", required=True, choices=ALGOS + IMITATION_ALGOS, help="algorithm")
+    train.add_argument("--algo", required=True, choices=ALGOS + RECURRENT_ALGOS + IMITATION_ALGOS, help="algorithm")
     train.add_argument(
         "--expert", type=Path, default=None, help="with --algo bc/gail: dataset of `rlcore collect-expert`"
     )

@@ -51,6 +51,10 @@ def train_command(args: argparse.Namespace) -> int:
         return train_imitation(args)
     if args.expert is not None:
         raise UsageError(f"--expert is for --algo bc or gail, not {args.algo}")
+    if args.algo == "r2d2":
+        from rlcore.cli.train_recurrent import train_recurrent
+
+        return train_recurrent(args)
     if args.algo in ("vpg", "a2c", "ppo"):
         from rlcore.cli.train_on_policy import train_on_policy
 

@@ -5,6 +5,8 @@ Importing this module registers them with gymnasium:
 - ``rlcore/PointGoal-v0``: :class:`~rlcore.envs.point_goal.PointGoalEnv`, a 2-d point that must
   reach a goal; goal-env dict observations and sparse reward like gymnasium-robotics' Fetch tasks,
   50 times cheaper to step. Episode length via ``gym.make(..., max_episode_steps=T)``.
+- ``rlcore/CartPoleNoVel-v1``: ``CartPole-v1`` with the velocities hidden
+  (:func:`~rlcore.envs.partial.make_cartpole_no_velocity`), a POMDP for recurrent agents.
 
 Vector envs: :func:`~rlcore.envs.make.make_vec` (gymnasium or EnvPool, lock-step or asynchronous),
 stepped through the ``send``/``recv`` protocol of :mod:`rlcore.envs.backends` by the one stepper,
@@ -39,3 +41,5 @@ if "rlcore/PointGoal-v0" not in gym.registry:
         entry_point="rlcore.envs.point_goal:PointGoalEnv",
         max_episode_steps=20,
     )
+if "rlcore/CartPoleNoVel-v1" not in gym.registry:
+    gym.register(id="rlcore/CartPoleNoVel-v1", entry_point="rlcore.envs.partial:make_cartpole_no_velocity")

@@ -46,6 +46,7 @@ fn filled(cap: usize, per: bool) -> Result<ReplayCore> {
         obs_next: Obs::Array(arr(DType::F32, shape(&so), leak(obs_next))),
         extras: &[],
         mask: None,
+        env_ids: None,
     };
     core.extend(&s)?;
     Ok(core)

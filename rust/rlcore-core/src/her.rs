@@ -337,7 +337,7 @@ pub(crate) fn relabel(
 }
 
 /// Euclidean distance of two goals of dtype `dt`.
-fn goal_distance(dt: DType, a: &[u8], b: &[u8]) -> f64 {
+pub(crate) fn goal_distance(dt: DType, a: &[u8], b: &[u8]) -> f64 {
     let n = a.len() / dt.size();
     let mut acc = 0.0f64;
     for j in 0..n {

@@ -13,6 +13,8 @@
 //! - [`storage`]: episode-contiguous ring storage, `add`/`extend` writes;
 //! - [`episodes`]: O(1) episode queries; [`sampling`]: draws, n-step windows, gathers;
 //! - [`her`]: hindsight goal selection and relabeling;
+//! - [`sequences`]: fixed-length episode sequences for recurrent agents (burn-in, stored
+//!   state, n-step inside the sequence, priorities over starts, HER per sequence);
 //! - [`replay`]: [`ReplayCore`], which composes all of the above; [`state`]: its export and
 //!   import for save/load;
 //! - [`gae`]: GAE and n-step returns on raw arrays (independent of the buffer).
@@ -32,6 +34,7 @@ pub mod replay;
 pub mod rng;
 pub mod sampling;
 pub mod schema;
+pub mod sequences;
 pub mod state;
 pub mod storage;
 pub mod sumtree;
@@ -45,6 +48,7 @@ pub use per::{PerState, MAX_PRIORITY};
 pub use replay::ReplayCore;
 pub use sampling::{BatchOut, Plan};
 pub use schema::{BatchField, ColumnSpec, ColumnView, Field, Obs, Steps, RESERVED_NAMES};
+pub use sequences::{check_sequence_out, SeqField, SeqRequest, SeqSlot};
 pub use state::{PartLayout, StatePart};
 pub use storage::{AddOutcome, EpisodeDone};
 pub use validate::OutArray;

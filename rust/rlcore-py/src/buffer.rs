@@ -9,7 +9,8 @@ use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use rlcore_core::{
-    AddOutcome, BatchOut, CoreError, GoalStrategy, HerConfig, ReplayCore, StatePart, Steps,
+    AddOutcome, BatchOut, CoreError, GoalStrategy, HerConfig, ReplayCore, SeqRequest, StatePart,
+    Steps,
 };
 
 use crate::convert::{self, bytes_mut, vec_array, Given, SpecTuple, What};
@@ -416,6 +417,87 @@ impl RawBuffer {
         core.floor_gather(b, seed, &mut bo)?;
         drop(bo);
         Ok(convert::batch_tuple(py, core.batch_fields(), arrays)?)
+    }
+
+    /// Sample sequences into fresh (or `out`) arrays; returns the fields of a SequenceBatch as
+    /// a tuple (see `ReplayCore::sample_sequences` and `ReplayBuffer.sample_sequences`).
+    #[pyo3(signature = (batch_size, seq_len, burn_in, n_step, gamma, pad, state, out, compute_reward))]
+    #[allow(clippy::too_many_arguments)]
+    fn _sample_sequences<'py>(
+        &self,
+        py: Python<'py>,
+        batch_size: &Bound<'py, PyAny>,
+        seq_len: &Bound<'py, PyAny>,
+        burn_in: &Bound<'py, PyAny>,
+        n_step: &Bound<'py, PyAny>,
+        gamma: &Bound<'py, PyAny>,
+        pad: bool,
+        state: Vec<String>,
+        out: Option<&Bound<'py, PyAny>>,
+        compute_reward: Option<&Bound<'py, PyAny>>,
+    ) -> Result<Bound<'py, PyTuple>> {
+        let req = SeqRequest {
+            batch_size: convert::count(batch_size, "batch_size")?,
+            seq_len: convert::count(seq_len, "seq_len")?,
+            burn_in: convert::count(burn_in, "burn_in")?,
+            n_step: convert::count(n_step, "n_step")?,
+            gamma: convert::float(gamma, "gamma")?,
+            pad,
+            state,
+        };
+        let mut guard = self.lock(py)?;
+        let core = &mut *guard;
+        let fields = core.sequence_fields(&req)?;
+        let arrays = match out {
+            None => crate::sequences::fresh_arrays(py, &fields)?,
+            Some(o) => crate::sequences::out_arrays(o, &fields)?,
+        };
+        // SAFETY: every array is C-contiguous, writable, alive until the end of this call and
+        // distinct (fresh, or `out` arrays the core checked for shared memory).
+        let slices = arrays.iter().map(|a| unsafe { bytes_mut(a) }).collect();
+        let f = compute_reward.filter(|_| core.needs_reward_fn());
+        let bytes: usize = fields.iter().map(|f| f.bytes()).sum();
+        if f.is_none() && bytes > DETACH_BYTES {
+            py.detach(|| core.sample_sequences(&req, slices, None))?;
+        } else {
+            crate::sequences::with_reward(py, f, |rf| core.sample_sequences(&req, slices, rf))?;
+        }
+        Ok(crate::sequences::batch_tuple(py, &fields, arrays)?)
+    }
+
+    /// Set each sequence's priority from its TD errors with R2D2's mixture
+    /// `eta * max|delta| + (1 - eta) * mean|delta|` over its valid steps, then
+    /// `(p + eps) ** alpha` at its start row; returns how many start rows were skipped (see
+    /// `update_priorities`).
+    ///
+    /// start_indices: int [B] (`SequenceBatch.start_indices`). td_errors: float [B, T].
+    /// mask: bool [B, T] valid steps (None: all). eta: in [0, 1].
+    ///
+    /// Raises ShapeError (shapes), DTypeError (non-integer indices, bool TD errors, a float
+    /// mask), InvalidValueError (a non-finite TD error, eta outside [0, 1], a row of mask
+    /// without a valid step, an index outside [0, capacity)), ApiUsageError (not a prioritized
+    /// buffer). Nothing is written unless the whole call is valid.
+    #[pyo3(signature = (start_indices, td_errors, *, mask=None, eta=Given(None)),
+           text_signature = "(self, start_indices, td_errors, *, mask=None, eta=0.9)")]
+    fn update_sequence_priorities(
+        &self,
+        py: Python<'_>,
+        start_indices: &Bound<'_, PyAny>,
+        td_errors: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+        eta: Given<'_>,
+    ) -> Result<usize> {
+        let idx = convert::indices(start_indices, "start_indices")?;
+        let td = convert::array(td_errors, What::Arg("td_errors"))?;
+        let m = convert::opt_array(mask, "mask")?;
+        let eta = eta.float("eta", 0.9)?;
+        let mut core = self.lock(py)?;
+        Ok(core.update_sequence_priorities(
+            &idx,
+            &td.array(),
+            m.as_ref().map(|m| m.array()).as_ref(),
+            eta,
+        )?)
     }
 
     fn __len__(&self, py: Python<'_>) -> Result<usize> {

@@ -628,7 +628,7 @@ pub fn out_batch<'py, 'f>(
 }
 
 /// What the core checks of an output array, read from its header.
-fn header<'a>(a: &'a Bound<'_, PyUntypedArray>) -> OutArray<'a> {
+pub fn header<'a>(a: &'a Bound<'_, PyUntypedArray>) -> OutArray<'a> {
     let d = a.dtype();
     let dtype = match DType::from_kind(d.kind(), d.itemsize()) {
         Some(dt) if d.is_native_byteorder() != Some(false) => Ok(dt),

@@ -7,6 +7,7 @@ mod buffer;
 mod convert;
 mod errors;
 mod returns;
+mod sequences;
 
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;

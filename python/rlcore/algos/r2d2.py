@@ -1,0 +1,311 @@
+"""Recurrent DQN with R2D2's replay: sequences, burn-in from a stored state, double-Q n-step
+targets inside the sequence and sequence priorities.
+
+Sources: Hausknecht & Stone 2015 (DRQN), Kapturowski et al. 2019 ("Recurrent Experience Replay in
+Distributed Reinforcement Learning", R2D2: stored state + burn-in, sec. 3; priority mixture
+``eta * max + (1 - eta) * mean``, sec. 2.3), van Hasselt et al. 2016 (double Q, eq. 4).
+
+The batch is a :class:`~rlcore.buffers.sequences.SequenceBatch` of L = burn_in + seq_len steps
+with the GRU state stored at collection in ``batch.state["h"]`` (the state *before* the first
+step). The online network unrolls from it over the burn-in steps without gradient, then over the
+training steps with gradient; a sequence that starts at its episode's first step
+(``is_first[:, 0]``) has the exact (zero) state already and trains on every step. Targets use
+the buffer's n-step fields: ``y_k = rew_k + discount_k * Q'(step k + horizon_k, argmax Q)``, the
+bootstrap step read from the same unrolled sequence (the observation after the last valid step is
+``obs_next`` of that step).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlcore.algos.common import TargetNetwork, adam, check_fields, freeze, gradient_step, resolve_device
+from rlcore.buffers.sequences import SequenceBatch
+from rlcore.errors import ShapeError
+from rlcore.stats import not_logged
+
+__all__ = ["R2D2", "R2D2Config", "R2D2Stats", "RecurrentQNetwork"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class R2D2Config:
+    """Hyperparameters of :class:`R2D2` (sized for small POMDPs such as ``rlcore/CartPoleNoVel-v1``)."""
+
+    hidden: tuple[int, ...] = (64,)
+    """Widths of the MLP between the observation and the GRU (used by ``from_spaces``)."""
+    recurrent_size: int = 64
+    """Width of the GRU state H (used by ``from_spaces``)."""
+    lr: float = 1e-3
+    """Adam learning rate (used by ``from_spaces``)."""
+    burn_in: int = 8
+    """Steps at the start of each sequence that only warm the state up (no loss, no gradient)."""
+    seq_len: int = 16
+    """Training steps after the burn-in (the trainer samples ``burn_in + seq_len`` steps)."""
+    double_q: bool = True
+    """Select the bootstrap action with the online network, evaluate it with the target."""
+    huber_delta: float = 1.0
+    """Threshold of the Huber loss, in units of Q."""
+    target_update_interval: int = 500
+    """Gradient steps between hard target-network copies."""
+    max_grad_norm: float | None = 10.0
+    """Clip the global gradient norm to this value (``None``: no clipping)."""
+    eps_start: float = 1.0
+    """Exploration epsilon at the first env step."""
+    eps_end: float = 0.02
+    """Exploration epsilon after ``eps_decay_env_steps`` env steps."""
+    eps_decay_env_steps: int = 30_000
+    """Env steps (counted in ``act(deterministic=False)``) over which epsilon decays linearly."""
+    priority_eta: float = 0.9
+    """eta of R2D2's sequence priority ``eta * max|delta| + (1 - eta) * mean|delta|``."""
+    seed: int | None = None
+    """Seed of the exploration generator."""
+
+    def __post_init__(self) -> None:
+        """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
+        check_fields(
+            self,
+            non_negative=("lr",),
+            positive=("huber_delta", "max_grad_norm"),
+            counts=("recurrent_size", "seq_len", "target_update_interval"),
+            counts_from_zero=("burn_in", "eps_decay_env_steps"),
+            unit_interval=("eps_start", "eps_end", "priority_eta"),
+        )
+
+
+@dataclass(frozen=True)
+class R2D2Stats:
+    """Statistics of one R2D2 gradient step."""
+
+    loss: float
+    """Importance-weighted mean (over sequences) of the masked mean Huber loss of each sequence."""
+    q_mean: float
+    """Mean Q(o, a) of the taken actions on the trained steps."""
+    td_abs_mean: float
+    """Mean |Q - y| on the trained steps."""
+    grad_norm: float
+    """Global gradient norm before clipping (0 when clipping is off)."""
+    epsilon: float
+    """Current exploration epsilon."""
+    td_abs: np.ndarray | None = not_logged()
+    """float32 ``[B, L]`` |Q - y| per step (not logged): ``update_sequence_priorities``'s input."""
+    td_mask: np.ndarray | None = not_logged()
+    """bool ``[B, L]`` the trained steps of each sequence (not logged), at least one per row."""
+
+
+class RecurrentQNetwork(nn.Module):
+    """``obs [B, T, O]``, state ``[B, H]`` -> ``(q [B, T, A], state [B, H])``: an MLP, a GRU, a
+    linear Q head."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int], recurrent_size: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        self.mlp = nn.Sequential(*layers)
+        self.gru = nn.GRU(width, recurrent_size, batch_first=True)
+        self.head = nn.Linear(recurrent_size, n_actions)
+        self.recurrent_size = recurrent_size
+
+    def forward(self, obs_BTO: torch.Tensor, h_BH: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Unroll over T steps from state ``h_BH``."""
+        x_BTF = self.mlp(obs_BTO)
+        out_BTH, h_1BH = self.gru(x_BTF, h_BH.unsqueeze(0).contiguous())
+        return self.head(out_BTH), h_1BH.squeeze(0)
+
+
+class R2D2:
+    """Recurrent double DQN on sequences (R2D2's learner, single process).
+
+    Args:
+        q_net: a :class:`RecurrentQNetwork` (or a module with its signature).
+        optimizer: optimises ``q_net``.
+        n_actions: size of the discrete action space.
+        config: hyperparameters.
+        device: where the networks live (``None``/``"auto"``: cuda when available).
+    """
+
+    def __init__(
+        self,
+        *,
+        q_net: RecurrentQNetwork,
+        optimizer: torch.optim.Optimizer,
+        n_actions: int,
+        config: R2D2Config,
+        device: str | torch.device | None = None,
+    ) -> None:
+        self.config = config
+        self.device = resolve_device(device)
+        self.q_net = q_net.to(self.device)
+        self.q_target = freeze(copy.deepcopy(self.q_net))
+        self._q_target = TargetNetwork(self.q_target, self.q_net)
+        self._q_params = list(self.q_net.parameters())
+        self.optimizer = optimizer
+        self.n_actions = n_actions
+        self.recurrent_size = q_net.recurrent_size
+        self.rng = np.random.default_rng(config.seed)
+        self.explore_env_steps = 0
+        self.grad_steps = 0
+
+    @classmethod
+    def from_spaces(
+        cls,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: R2D2Config | None = None,
+        *,
+        device: str | torch.device | None = None,
+    ) -> R2D2:
+        """The default GRU Q-network and Adam for a ``Box`` observation and ``Discrete`` action space.
+
+        Raises:
+            ValueError: the action space is not ``Discrete`` or the observation space not a ``Box``.
+        """
+        config = config or R2D2Config()
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"R2D2 needs a Discrete action space, got {action_space}")
+        if not isinstance(observation_space, gym.spaces.Box):
+            raise ValueError(f"R2D2 needs a Box observation space, got {observation_space}")
+        n_actions = int(action_space.n)
+        obs_dim = int(np.prod(observation_space.shape))
+        q_net = RecurrentQNetwork(obs_dim, n_actions, config.hidden, config.recurrent_size)
+        dev = resolve_device(device)
+        q_net.to(dev)
+        return cls(q_net=q_net, optimizer=adam(q_net.parameters(), lr=config.lr), n_actions=n_actions,
+                   config=config, device=dev)
+
+    @property
+    def epsilon(self) -> float:
+        """Linear schedule from ``eps_start`` to ``eps_end`` over ``eps_decay_env_steps`` env steps."""
+        c = self.config
+        frac = min(1.0, self.explore_env_steps / max(1, c.eps_decay_env_steps))
+        return c.eps_start + frac * (c.eps_end - c.eps_start)
+
+    def initial_state(self, n: int) -> np.ndarray:
+        """float32 ``[N, H]`` zeros: the state at an episode's first step."""
+        return np.zeros((n, self.recurrent_size), np.float32)
+
+    @torch.no_grad()
+    def act(self, obs: Any, state: np.ndarray, *, deterministic: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Actions int64 ``[N]`` and the next state float32 ``[N, H]`` for N observations ``[N, *O]``
+        and the current state ``[N, H]``. Non-deterministic calls act epsilon-greedily and advance
+        the epsilon schedule by N env steps."""
+        obs_N1O = torch.tensor(np.asarray(obs, np.float32), device=self.device).reshape(len(state), 1, -1)
+        q_N1A, h_NH = self.q_net(obs_N1O, torch.tensor(np.asarray(state, np.float32), device=self.device))
+        act_N = q_N1A[:, 0].argmax(-1).cpu().numpy().astype(np.int64)
+        h_next = h_NH.cpu().numpy().astype(np.float32)
+        if deterministic:
+            return act_N, h_next
+        n = act_N.shape[0]
+        explore_N = self.rng.random(n) < self.epsilon
+        act_N = np.where(explore_N, self.rng.integers(0, self.n_actions, size=n), act_N)
+        self.explore_env_steps += n
+        return act_N, h_next
+
+    def update(self, batch: SequenceBatch) -> R2D2Stats:
+        """One gradient step on a batch of sequences (module docstring).
+
+        Raises:
+            ShapeError: the batch has fewer than ``burn_in + 1`` steps per sequence.
+        """
+        c = self.config
+        dev = self.device
+        mask_BL = torch.as_tensor(batch.mask, device=dev)
+        b, length = mask_BL.shape
+        bi = c.burn_in
+        if length <= bi:
+            raise ShapeError(f"sequences of {length} steps leave no training step after burn_in={bi}")
+        obs_BLO = torch.as_tensor(batch.obs, device=dev).float().reshape(b, length, -1)
+        obs_next_BLO = torch.as_tensor(batch.obs_next, device=dev).float().reshape(b, length, -1)
+        act_BL = torch.as_tensor(batch.act, device=dev).reshape(b, length).long()
+        rew_BL = torch.as_tensor(batch.rew, device=dev).float()
+        discount_BL = torch.as_tensor(batch.discount, device=dev).float()
+        horizon_BL = torch.as_tensor(batch.horizon, device=dev).long()
+        first_B = torch.as_tensor(batch.is_first[:, 0], device=dev)
+        h0_BH = (
+            torch.as_tensor(batch.state["h"], device=dev).float()
+            if "h" in batch.state
+            else torch.zeros(b, self.recurrent_size, device=dev)
+        )
+        weights_B = torch.as_tensor(batch.weights, device=dev).float() if batch.weights is not None else None
+
+        # the observation sequence with the bootstrap observation after the last valid step
+        valid_B = mask_BL.sum(1).clamp(min=1)
+        rows_B = torch.arange(b, device=dev)
+        obs_ext_BKO = torch.cat([obs_BLO, torch.zeros_like(obs_BLO[:, :1])], 1)
+        obs_ext_BKO[rows_B, valid_B] = obs_next_BLO[rows_B, valid_B - 1]
+
+        # online: burn-in (gradient only for sequences that start their episode), then training steps
+        q_burn_BTA, h_burn_BH = self.q_net(obs_ext_BKO[:, :bi], h0_BH) if bi else (None, h0_BH)
+        h_burn_BH = torch.where(first_B[:, None], h_burn_BH, h_burn_BH.detach())
+        q_rest_BTA, _ = self.q_net(obs_ext_BKO[:, bi:], h_burn_BH)
+        q_BKA = q_rest_BTA if q_burn_BTA is None else torch.cat([q_burn_BTA, q_rest_BTA], 1)
+
+        with torch.no_grad():
+            q_target_BKA, _ = self.q_target(obs_ext_BKO, h0_BH)
+            boot_BL = (torch.arange(length, device=dev)[None, :] + horizon_BL).clamp(max=length)
+            q_boot_online_BLA = q_BKA.detach().gather(1, boot_BL[..., None].expand(-1, -1, self.n_actions))
+            q_boot_target_BLA = q_target_BKA.gather(1, boot_BL[..., None].expand(-1, -1, self.n_actions))
+            source_BLA = q_boot_online_BLA if c.double_q else q_boot_target_BLA
+            act_next_BL = source_BLA.argmax(-1)
+            q_next_BL = q_boot_target_BLA.gather(2, act_next_BL[..., None]).squeeze(-1)
+            y_BL = rew_BL + discount_BL * q_next_BL
+
+        q_taken_BL = q_BKA[:, :length].gather(2, act_BL[..., None]).squeeze(-1)
+        steps_L = torch.arange(length, device=dev)
+        train_BL = mask_BL & ((steps_L[None, :] >= bi) | first_B[:, None])
+        loss_BL = F.huber_loss(q_taken_BL, y_BL, reduction="none", delta=c.huber_delta)
+        n_B = train_BL.sum(1)
+        loss_B = (loss_BL * train_BL).sum(1) / n_B.clamp(min=1)
+        loss = (loss_B * weights_B).mean() if weights_B is not None else loss_B.mean()
+        grad_norm = gradient_step(self.optimizer, loss, self._q_params, c.max_grad_norm)
+
+        self.grad_steps += 1
+        if self.grad_steps % c.target_update_interval == 0:
+            self._q_target.update(1.0)
+
+        td_abs_BL = (q_taken_BL.detach() - y_BL).abs()
+        td_mask_BL = train_BL.clone()
+        td_mask_BL[n_B == 0, 0] = True  # no trained step: priority from a zero TD error
+        td_abs_BL = torch.where(train_BL, td_abs_BL, torch.zeros_like(td_abs_BL))
+        trained = train_BL.sum().clamp(min=1)
+        return R2D2Stats(
+            loss=loss.item(),
+            q_mean=float((q_taken_BL.detach() * train_BL).sum() / trained),
+            td_abs_mean=float(td_abs_BL.sum() / trained),
+            grad_norm=grad_norm,
+            epsilon=self.epsilon,
+            td_abs=td_abs_BL.cpu().numpy().astype(np.float32),
+            td_mask=td_mask_BL.cpu().numpy(),
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimizer, counters and the exploration generator."""
+        return {
+            "config": asdict(self.config),
+            "q_net": self.q_net.state_dict(),
+            "q_target": self.q_target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "explore_env_steps": self.explore_env_steps,
+            "grad_steps": self.grad_steps,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.q_net.load_state_dict(state["q_net"])
+        self.q_target.load_state_dict(state["q_target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.explore_env_steps = int(state["explore_env_steps"])
+        self.grad_steps = int(state["grad_steps"])
+        self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,111 @@
+"""The recurrent DQN (rlcore.algos.r2d2), its trainer (rlcore.trainers.recurrent), the partially
+observed CartPole (rlcore.envs.partial) and ``rlcore train --algo r2d2``."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import rlcore
+import rlcore.envs  # registers rlcore/CartPoleNoVel-v1
+import torch
+from rlcore.algos.r2d2 import R2D2, R2D2Config
+from rlcore.cli.main import main
+from rlcore.envs.partial import HideObservationEntries
+from rlcore.errors import ShapeError
+from rlcore.trainers.recurrent import RecurrentTrainer, RecurrentTrainerConfig
+
+
+def test_cartpole_no_velocity_shows_position_and_angle_only():
+    full = gym.make("CartPole-v1")
+    part = gym.make("rlcore/CartPoleNoVel-v1")
+    assert part.observation_space.shape == (2,)
+    o_full, _ = full.reset(seed=3)
+    o_part, _ = part.reset(seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        np.testing.assert_array_equal(o_part, o_full[[0, 2]].astype(np.float32))
+        a = int(rng.integers(2))
+        o_full, r_full, t_full, tr_full, _ = full.step(a)
+        o_part, r_part, t_part, tr_part, _ = part.step(a)
+        assert (r_full, t_full, tr_full) == (r_part, t_part, tr_part)
+        if t_full or tr_full:
+            break
+    with pytest.raises(ValueError):
+        HideObservationEntries(gym.make("CartPole-v1"), [4])
+
+
+def _trainer(prioritized: bool, steps: int = 400, seed: int = 0, lr: float = 1e-3):
+    envs = gym.make_vec("rlcore/CartPoleNoVel-v1", num_envs=2, vectorization_mode="sync")
+    eval_envs = gym.make_vec("rlcore/CartPoleNoVel-v1", num_envs=2, vectorization_mode="sync")
+    torch.manual_seed(seed)
+    algo = R2D2.from_spaces(
+        envs.single_observation_space, envs.single_action_space,
+        R2D2Config(burn_in=3, seq_len=5, recurrent_size=16, hidden=(16,), target_update_interval=10, seed=seed,
+                   lr=lr),
+    )
+    buf = (rlcore.PrioritizedReplayBuffer(2_000, num_envs=2, seed=seed) if prioritized
+           else rlcore.ReplayBuffer(2_000, num_envs=2, seed=seed))
+    cfg = RecurrentTrainerConfig(max_env_steps=steps, iteration_env_steps=200, learning_starts=200,
+                                 train_every_env_steps=8, batch_size=8, eval_every_env_steps=400,
+                                 per_beta_end=1.0 if prioritized else None, seed=seed)
+    return RecurrentTrainer(algo, buf, envs, config=cfg, eval_envs=eval_envs), algo, buf
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_trainer_stores_the_state_before_each_step_and_learns_on_sequences(prioritized):
+    # without prioritized replay the network is frozen (lr 0), so the stored states can be replayed
+    trainer, algo, buf = _trainer(prioritized, lr=1e-3 if prioritized else 0.0)
+    records = list(trainer)
+    assert 400 <= records[-1].env_steps <= 401 and algo.grad_steps > 0  # a vector step may pass the end
+    assert records[-1].eval is not None and records[-1].eval.episodes == 2
+    # the stored state is zero exactly at episode starts (flag 2), and it is the GRU's state
+    flags = buf.column("flags")
+    h = buf.column("h")
+    trans = buf.is_transition(np.arange(buf.capacity))
+    starts = trans & (flags & 2 > 0)
+    assert starts.any() and np.all(h[starts] == 0)
+    assert np.any(h[trans & ~starts] != 0)
+    if prioritized:
+        p = buf.priorities(np.flatnonzero(trans))
+        assert len(np.unique(np.round(p, 12))) > 2, "sequence priorities were never updated"
+        return
+    # replaying an episode's observations through the network from zero gives the stored states
+    row = int(np.flatnonzero(starts)[0])
+    s, e, n = buf.episode_bounds([row])
+    rows = np.arange(s[0], s[0] + min(int(n[0]), 6))
+    with torch.no_grad():
+        state = np.zeros((1, algo.recurrent_size), np.float32)
+        for r in rows:
+            np.testing.assert_allclose(h[r], state[0], atol=1e-5)
+            _, state = algo.act(buf.obs[r][None], state, deterministic=True)
+
+
+def test_update_trains_after_burn_in_except_where_a_sequence_starts_its_episode():
+    trainer, algo, buf = _trainer(False, steps=300)
+    list(trainer)
+    batch = buf.sample_sequences(32, 5, burn_in=3, n_step=3, gamma=0.99, state="h")
+    stats = algo.update(batch)
+    k = np.arange(8)[None, :]
+    want = batch.mask & ((k >= 3) | batch.is_first[:, :1])
+    empty = want.sum(1) == 0
+    want[empty, 0] = True
+    np.testing.assert_array_equal(stats.td_mask, want)
+    assert np.all(stats.td_abs[~want] == 0) and np.isfinite(stats.loss)
+    # the same batch, repeated, is fitted
+    losses = [algo.update(batch).loss for _ in range(60)]
+    assert np.mean(losses[-10:]) < np.mean(losses[:10])
+    with pytest.raises(ShapeError):
+        algo.update(buf.sample_sequences(4, 1, burn_in=2, state="h"))
+
+
+def test_cli_trains_r2d2_and_writes_metrics(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "--algo", "r2d2", "--env", "rlcore/CartPoleNoVel-v1", "--steps", "300", "--num-envs", "2",
+            "--out", str(out), "--no-progress", "--device", "cpu"]
+    assert main(argv) == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["env_steps"] >= 300 and np.isfinite(rows[-1]["eval/return_mean"])
+    assert main([*argv[:-5], "--her", "--out", str(tmp_path / "x")]) != 0
