@@ -385,8 +385,10 @@ class DistributedTrainer(Trainer):
     def close(self, timeout_s: float = 30.0) -> None:
         """Kill the collector and weight-store actors (the buffer's shards stay) and wait, up to
         ``timeout_s`` seconds, until every collector is gone: ``ray.kill`` returns before the actor
-        dies, and a dying collector can still finish the write it is in, so only then do the
-        shards no longer change (a save right after ``close`` saves what stays)."""
+        dies, and a dying collector can still finish the write it is in; a write it sent before
+        it died can still be queued at a shard, so ``close`` then makes one call to every shard,
+        which each shard runs after those (a shard runs its calls in arrival order). Only then
+        do the shards no longer change (a save right after ``close`` saves what stays)."""
         ray = self._ray
         for a in self.collectors:
             ray.kill(a, no_restart=True)
@@ -401,6 +403,7 @@ class DistributedTrainer(Trainer):
                 time.sleep(0.05)
         self.collectors = []
         self._inflight.clear()
+        self.buffer.shard_sizes()  # the barrier: queued collector writes land before it returns
 
 
 def _her_shard_buffer(
