@@ -61,15 +61,7 @@ class TransitionBatch(NamedTuple):
     def __repr__(self) -> str:
         """Field shapes and dtypes, not the values (a batch holds thousands of numbers)."""
 
-        def desc(x: Any) -> str:
-            if x is None:
-                return "None"
-            if isinstance(x, dict):
-                return "{" + ", ".join(f"{k!r}: {desc(v)}" for k, v in x.items()) + "}"
-            return f"{type(x).__name__}{list(x.shape)} {x.dtype}"
-
-        fields = ", ".join(f"{name}={desc(getattr(self, name))}" for name in self._fields)
-        return f"TransitionBatch({fields})"
+        return describe_fields("TransitionBatch", self)
 
     def to_torch(self, device: str | torch.device = "cpu", *, non_blocking: bool = True) -> TransitionBatch:
         """Return the same batch as torch tensors on ``device``.
@@ -82,22 +74,7 @@ class TransitionBatch(NamedTuple):
         Raises:
             ModuleNotFoundError: torch is not installed.
         """
-        import torch
-
-        dev = torch.device(device)
-
-        def conv(x: Any) -> Any:
-            if x is None:
-                return None
-            if isinstance(x, dict):
-                return {k: conv(v) for k, v in x.items()}
-            if isinstance(x, torch.Tensor):
-                return x.to(dev, non_blocking=non_blocking)
-            t = torch.from_numpy(np.asarray(x))
-            if dev.type != "cpu":
-                t = t.to(dev, non_blocking=non_blocking)
-            return t
-
+        conv = torch_converter(device, non_blocking=non_blocking)
         return TransitionBatch(
             obs=conv(self.obs),
             act=conv(self.act),
@@ -197,3 +174,41 @@ class Rollout:
         else:
             value_TN, next_TN = value, np.zeros_like(value)
         return compute_gae(rew_TN, value_TN, next_TN, self.terminated, self.truncated, gamma, gae_lambda)
+
+
+def describe_fields(kind: str, batch: Any) -> str:
+    """``Kind(field=ndarray[B, ...] dtype, ...)`` of a NamedTuple batch: shapes and dtypes, not values."""
+
+    def desc(x: Any) -> str:
+        if x is None:
+            return "None"
+        if isinstance(x, dict):
+            return "{" + ", ".join(f"{k!r}: {desc(v)}" for k, v in x.items()) + "}"
+        return f"{type(x).__name__}{list(x.shape)} {x.dtype}"
+
+    fields = ", ".join(f"{name}={desc(getattr(batch, name))}" for name in batch._fields)
+    return f"{kind}({fields})"
+
+
+def torch_converter(device: Any, *, non_blocking: bool) -> Any:
+    """``conv(x)``: an array (or a dict of them, or ``None``) as torch tensors on ``device``,
+    zero-copy on CPU (``torch.from_numpy``), dtypes kept.
+
+    Raises:
+        ModuleNotFoundError: torch is not installed.
+    """
+    import torch
+
+    dev = torch.device(device)
+
+    def conv(x: Any) -> Any:
+        if x is None:
+            return None
+        if isinstance(x, dict):
+            return {k: conv(v) for k, v in x.items()}
+        if isinstance(x, torch.Tensor):
+            return x.to(dev, non_blocking=non_blocking)
+        t = torch.from_numpy(np.asarray(x))
+        return t if dev.type == "cpu" else t.to(dev, non_blocking=non_blocking)
+
+    return conv

@@ -29,8 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-
+from rlcore.batch import describe_fields, torch_converter
 from rlcore.errors import DTypeError
 
 if TYPE_CHECKING:
@@ -98,15 +97,7 @@ class SequenceBatch(NamedTuple):
     def __repr__(self) -> str:
         """Field shapes and dtypes, not the values."""
 
-        def desc(x: Any) -> str:
-            if x is None:
-                return "None"
-            if isinstance(x, dict):
-                return "{" + ", ".join(f"{k!r}: {desc(v)}" for k, v in x.items()) + "}"
-            return f"{type(x).__name__}{list(x.shape)} {x.dtype}"
-
-        fields = ", ".join(f"{name}={desc(getattr(self, name))}" for name in self._fields)
-        return f"SequenceBatch({fields})"
+        return describe_fields("SequenceBatch", self)
 
     def to_torch(self, device: str | torch.device = "cpu", *, non_blocking: bool = True) -> SequenceBatch:
         """The same batch as torch tensors on ``device`` (zero-copy on CPU; bool stays bool).
@@ -114,20 +105,7 @@ class SequenceBatch(NamedTuple):
         Raises:
             ModuleNotFoundError: torch is not installed.
         """
-        import torch
-
-        dev = torch.device(device)
-
-        def conv(x: Any) -> Any:
-            if x is None:
-                return None
-            if isinstance(x, dict):
-                return {k: conv(v) for k, v in x.items()}
-            if isinstance(x, torch.Tensor):
-                return x.to(dev, non_blocking=non_blocking)
-            t = torch.from_numpy(np.asarray(x))
-            return t if dev.type == "cpu" else t.to(dev, non_blocking=non_blocking)
-
+        conv = torch_converter(device, non_blocking=non_blocking)
         return SequenceBatch(*(conv(getattr(self, name)) for name in self._fields))
 
 
