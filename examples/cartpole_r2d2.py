@@ -26,7 +26,7 @@ import rlcore
 import rlcore.envs  # registers rlcore/CartPoleNoVel-v1
 import torch
 from rlcore.algos.r2d2 import R2D2, R2D2Config
-from rlcore.trainers.recurrent import RecurrentTrainer, RecurrentTrainerConfig
+from rlcore.trainers import OffPolicyTrainerConfig, RecurrentTrainer
 
 
 def parse_args() -> argparse.Namespace:
@@ -71,11 +71,15 @@ def main() -> None:
         buffer = rlcore.PrioritizedReplayBuffer(capacity, num_envs=args.num_envs, seed=args.seed, alpha=0.6, beta=0.4)
     else:
         buffer = rlcore.ReplayBuffer(capacity, num_envs=args.num_envs, seed=args.seed)
-    config = RecurrentTrainerConfig(
+    config = OffPolicyTrainerConfig(
         max_env_steps=args.steps,
+        collect_env_steps=args.num_envs,  # one vector step per iteration
+        utd_ratio=1 / args.train_every,
+        batch_size=32,
         n_step=args.n_step,
-        train_every_env_steps=args.train_every,
-        eval_every_env_steps=args.eval_every,
+        warmup_env_steps=5_000,
+        eval_every=max(1, args.eval_every // args.num_envs),
+        eval_episodes=5,
         per_beta_end=1.0 if args.prioritized else None,
         seed=args.seed,
     )
@@ -92,7 +96,6 @@ def main() -> None:
             "env_steps": stats.env_steps,
             "grad_steps": stats.grad_steps,
             "eval/return_mean": stats.eval.return_mean,
-            "rollout/return_mean": stats.rollout.return_mean,
             "train/loss": None if stats.train is None else stats.train.loss,
             "time/elapsed_s": round(time.perf_counter() - start, 1),
         }

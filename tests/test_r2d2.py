@@ -15,7 +15,7 @@ from rlcore.algos.r2d2 import R2D2, R2D2Config
 from rlcore.cli.main import main
 from rlcore.envs.partial import HideObservationEntries
 from rlcore.errors import ShapeError
-from rlcore.trainers.recurrent import RecurrentTrainer, RecurrentTrainerConfig
+from rlcore.trainers import OffPolicyTrainerConfig, RecurrentTrainer, checkpoint
 
 
 def test_cartpole_no_velocity_shows_position_and_angle_only():
@@ -48,8 +48,8 @@ def _trainer(prioritized: bool, steps: int = 400, seed: int = 0, lr: float = 1e-
     )
     buf = (rlcore.PrioritizedReplayBuffer(2_000, num_envs=2, seed=seed) if prioritized
            else rlcore.ReplayBuffer(2_000, num_envs=2, seed=seed))
-    cfg = RecurrentTrainerConfig(max_env_steps=steps, iteration_env_steps=200, learning_starts=200,
-                                 train_every_env_steps=8, batch_size=8, eval_every_env_steps=400,
+    cfg = OffPolicyTrainerConfig(max_env_steps=steps, collect_env_steps=2, warmup_env_steps=200, utd_ratio=1 / 8,
+                                 batch_size=8, n_step=3, eval_every=200, eval_episodes=2,
                                  per_beta_end=1.0 if prioritized else None, seed=seed)
     return RecurrentTrainer(algo, buf, envs, config=cfg, eval_envs=eval_envs), algo, buf
 
@@ -107,5 +107,24 @@ def test_cli_trains_r2d2_and_writes_metrics(tmp_path):
             "--out", str(out), "--no-progress", "--device", "cpu"]
     assert main(argv) == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert rows[-1]["env_steps"] >= 300 and np.isfinite(rows[-1]["eval/return_mean"])
+    assert rows[-1]["time/env_steps"] >= 300 and np.isfinite(rows[-1]["eval/return_mean"])
     assert main([*argv[:-5], "--her", "--out", str(tmp_path / "x")]) != 0
+
+
+def test_cli_resumes_an_r2d2_run_from_its_checkpoint(tmp_path):
+    """The recurrent trainer is the shared loop: ``rlcore train --algo r2d2`` writes a checkpoint
+    and ``--resume`` continues it (the old separate loop refused ``--resume``)."""
+    base = ["train", "--algo", "r2d2", "--env", "rlcore/CartPoleNoVel-v1", "--num-envs", "2", "--no-progress",
+            "--device", "cpu"]
+    assert main([*base, "--steps", "200", "--out", str(tmp_path / "a")]) == 0
+    ckpt = tmp_path / "a" / "checkpoint"
+    assert checkpoint.load(ckpt, trainer="recurrent").counter("env_steps") == 200
+    assert main([*base, "--steps", "400", "--out", str(tmp_path / "b"), "--resume", str(ckpt),
+                 "--trust-env-state"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["time/env_steps"] > 200 and rows[-1]["time/env_steps"] == 400
+    resumed = checkpoint.load(tmp_path / "b" / "checkpoint", trainer="recurrent")
+    assert resumed.counter("env_steps") == 400 and resumed.counter("iteration") == 400 // 8
+    # a checkpoint of another trainer is refused in one line
+    assert main(["train", "--algo", "dqn", "--env", "rlcore/CartPoleNoVel-v1", "--num-envs", "2", "--no-progress",
+                 "--steps", "500", "--out", str(tmp_path / "c"), "--resume", str(ckpt)]) != 0

@@ -10,10 +10,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import rlcore
+import rlcore.envs  # registers rlcore/CartPoleNoVel-v1
 import torch
 from rlcore.algos import PPO, SAC, PPOConfig, SACConfig
 from rlcore.algos.bc import BC, BCConfig
 from rlcore.algos.gail import GAIL, GAILConfig
+from rlcore.algos.r2d2 import R2D2, R2D2Config
 from rlcore.distributed import DistributedConfig, DistributedTrainer
 from rlcore.errors import InvalidValueError
 from rlcore.trainers import (
@@ -24,6 +26,7 @@ from rlcore.trainers import (
     OffPolicyTrainerConfig,
     OnPolicyTrainer,
     OnPolicyTrainerConfig,
+    RecurrentTrainer,
     Trainer,
 )
 from rlcore.trainers.loop import eval_seed
@@ -77,17 +80,33 @@ def offline(**cfg: Any) -> OfflineTrainer:
     return OfflineTrainer(bc, expert_data(), config=config, eval_envs=vec("CartPole-v1", 1))
 
 
-TRAINERS = {"off-policy": off_policy, "on-policy": on_policy, "offline": offline}
+def recurrent(**cfg: Any) -> RecurrentTrainer:
+    envs = vec("rlcore/CartPoleNoVel-v1", 2)
+    r2d2 = R2D2.from_spaces(
+        envs.single_observation_space,
+        envs.single_action_space,
+        R2D2Config(burn_in=2, seq_len=4, hidden=(8,), recurrent_size=8, target_update_interval=5, seed=0),
+        device="cpu",
+    )
+    config = OffPolicyTrainerConfig(collect_env_steps=20, utd_ratio=0.25, batch_size=4, n_step=2, **cfg)
+    buffer = rlcore.PrioritizedReplayBuffer(500, num_envs=2, seed=0)
+    return RecurrentTrainer(r2d2, buffer, envs, config=config, eval_envs=vec("rlcore/CartPoleNoVel-v1", 1))
+
+
+TRAINERS = {"off-policy": off_policy, "on-policy": on_policy, "offline": offline, "recurrent": recurrent}
 
 
 def test_every_trainer_is_one_loop() -> None:
     """Evaluation, run, the iterator protocol and checkpoints have one implementation; the
     distributed trainer only adds its no-restart-after-start check around the shared load."""
-    for cls in (OffPolicyTrainer, OnPolicyTrainer, OfflineTrainer, DistributedTrainer):
+    for cls in (OffPolicyTrainer, OnPolicyTrainer, OfflineTrainer, RecurrentTrainer, DistributedTrainer):
         assert issubclass(cls, Trainer)
         for name in ("evaluate", "run", "__iter__", "_epoch_stats", "_eval_due"):
             assert getattr(cls, name) is getattr(Trainer, name), (cls.__name__, name)
-    for cls in (OffPolicyTrainer, OnPolicyTrainer, OfflineTrainer):
+    # the recurrent trainer is the off-policy loop: only its policy, gradient step and state differ
+    assert issubclass(RecurrentTrainer, OffPolicyTrainer)
+    assert RecurrentTrainer.__next__ is OffPolicyTrainer.__next__
+    for cls in (OffPolicyTrainer, OnPolicyTrainer, OfflineTrainer, RecurrentTrainer):
         for name in ("save_checkpoint", "load_checkpoint"):
             assert getattr(cls, name) is getattr(Trainer, name), (cls.__name__, name)
 
@@ -165,8 +184,8 @@ def test_eval_every_without_eval_envs_is_a_typed_error(kind: str) -> None:
     trainer = TRAINERS[kind]()
     args: dict[str, Any] = {"config": dataclasses.replace(trainer.config, eval_every=1)}
     with pytest.raises(InvalidValueError, match="eval_envs"):
-        if kind == "off-policy":
-            OffPolicyTrainer(trainer.algorithm, trainer.buffer, trainer.collector.envs, **args)
+        if kind in ("off-policy", "recurrent"):
+            type(trainer)(trainer.algorithm, trainer.buffer, trainer.collector.envs, **args)
         elif kind == "on-policy":
             OnPolicyTrainer(trainer.algorithm, trainer.sampler.envs, **args)
         else:

@@ -18,6 +18,7 @@ __all__ = [
     "gail_settings",
     "on_policy_preset_for",
     "preset_for",
+    "recurrent_preset_for",
 ]
 
 MUJOCO_ENVS: tuple[str, ...] = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "Swimmer", "InvertedPendulum", "Reacher")
@@ -44,6 +45,8 @@ class Preset:
     """Extra config fields per algorithm name."""
     dqn_lr_anneal: bool = False
     """Anneal DQN's learning rate linearly to 0 over the run (``--steps``)."""
+    n_step: int = 1
+    """Default ``--n-step``."""
 
 
 def preset_for(env_id: str, *, her: bool) -> Preset:
@@ -140,6 +143,28 @@ def preset_for(env_id: str, *, her: bool) -> Preset:
     return Preset(
         trainer={"collect_env_steps": 1, "utd_ratio": 1.0, "batch_size": 256, "warmup_env_steps": 1_000},
         algo={"ddpg": {"random_action_prob": 0.0, "action_l2": 0.0, "exploration_noise": 0.1, "tau": 0.005}},
+    )
+
+
+def recurrent_preset_for(env_id: str) -> Preset:
+    """The defaults of ``rlcore train --algo r2d2`` (:class:`~rlcore.trainers.recurrent.RecurrentTrainer`):
+    8 envs, one gradient step on 32 sequences every 8 env steps after 5,000 env steps, 3-step
+    returns; ``algo["r2d2"]`` holds the R2D2 fields tuned for ``rlcore/CartPoleNoVel-v1``
+    (docs/sequences.md)."""
+    return Preset(
+        num_envs=8,
+        steps=200_000,
+        capacity=200_000,
+        trainer={
+            "collect_env_steps": 8,
+            "utd_ratio": 1 / 8,
+            "batch_size": 32,
+            "warmup_env_steps": 5_000,
+            "eval_episodes": 5,
+        },
+        eval_every_env_steps=10_000,
+        algo={"r2d2": {}},
+        n_step=3,
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from rlcore.envs.robotics import register_robotics
 
 ALGOS = ("dqn", "ddpg", "td3", "sac", "vpg", "a2c", "ppo")  # the last three: rlcore.cli.train_on_policy
-RECURRENT_ALGOS = ("r2d2",)  # rlcore.cli.train_recurrent
+RECURRENT_ALGOS = ("r2d2",)  # rlcore.cli.train, with rlcore.trainers.recurrent
 IMITATION_ALGOS = ("bc", "gail")  # rlcore.cli.imitation, with --expert PATH
 
 

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--her", action="store_true", help="hindsight experience replay (goal envs with dict observations)"
     )
-    train.add_argument("--n-step", type=int, default=1, help="n of the n-step return (default 1)")
+    train.add_argument("--n-step", type=int, default=None, help="n of the n-step return (default 1; 3 for r2d2)")
     train.add_argument(
         "--prioritized", action="store_true", help="prioritized replay (alpha 0.6, beta 0.4 -> 1.0)"
     )

@@ -1,4 +1,5 @@
-"""``rlcore train`` for the off-policy algorithms (DQN, DDPG, TD3, SAC), with or without HER."""
+"""``rlcore train`` for the off-policy algorithms (DQN, DDPG, TD3, SAC, with or without HER) and the
+recurrent one (R2D2, on sequences: :class:`~rlcore.trainers.recurrent.RecurrentTrainer`)."""
 
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from typing import Any
 
 from rlcore.cli.common import (
     IMITATION_ALGOS,
+    RECURRENT_ALGOS,
     UsageError,
     _make_envs,
     _resumed_capacity,
     load_resume,
     prepare_run_dir,
 )
-from rlcore.presets import preset_for
+from rlcore.presets import preset_for, recurrent_preset_for
 
 
 def train_command(args: argparse.Namespace) -> int:
@@ -30,10 +32,12 @@ def train_command(args: argparse.Namespace) -> int:
     from rlcore.algos.common import resolve_device
     from rlcore.algos.ddpg import DDPG, DDPGConfig
     from rlcore.algos.dqn import DQN, DQNConfig
+    from rlcore.algos.r2d2 import R2D2, R2D2Config
     from rlcore.algos.sac import SAC, SACConfig
     from rlcore.algos.td3 import TD3, TD3Config
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
+    from rlcore.trainers.recurrent import RecurrentTrainer
 
     if args.distributed and args.algo not in ("dqn", "ddpg", "td3", "sac"):
         raise UsageError(f"--distributed supports dqn, ddpg, td3 and sac, not {args.algo}")
@@ -51,15 +55,14 @@ def train_command(args: argparse.Namespace) -> int:
         return train_imitation(args)
     if args.expert is not None:
         raise UsageError(f"--expert is for --algo bc or gail, not {args.algo}")
-    if args.algo == "r2d2":
-        from rlcore.cli.train_recurrent import train_recurrent
-
-        return train_recurrent(args)
     if args.algo in ("vpg", "a2c", "ppo"):
         from rlcore.cli.train_on_policy import train_on_policy
 
         return train_on_policy(args)
-    if args.n_step < 1:
+    recurrent = args.algo in RECURRENT_ALGOS
+    if recurrent and (args.her or args.distributed):
+        raise UsageError(f"{'--her' if args.her else '--distributed'} is not supported with --algo {args.algo}")
+    if args.n_step is not None and args.n_step < 1:
         raise UsageError(f"--n-step must be >= 1, got {args.n_step}")
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be >= 1, got {args.steps}")
@@ -71,11 +74,12 @@ def train_command(args: argparse.Namespace) -> int:
     except (RuntimeError, AssertionError) as e:
         raise UsageError(f"--device {args.device!r} is not usable: {str(e).splitlines()[0]}") from e
 
-    preset = preset_for(args.env, her=args.her)
+    preset = recurrent_preset_for(args.env) if recurrent else preset_for(args.env, her=args.her)
     num_envs = args.num_envs or preset.num_envs
     steps = args.steps or preset.steps
+    n_step = args.n_step if args.n_step is not None else preset.n_step
     envs = _make_envs(args.env, num_envs, backend=args.backend, async_batch=args.async_batch, seed=args.seed)
-    eval_envs = _make_envs(args.env, 1 if not args.her else 5)
+    eval_envs = _make_envs(args.env, 5 if args.her or recurrent else 1)
     obs_space, act_space = envs.single_observation_space, envs.single_action_space
 
     is_goal = isinstance(obs_space, gym.spaces.Dict) and {"achieved_goal", "desired_goal"} <= set(
@@ -85,17 +89,19 @@ def train_command(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--her needs a goal env with dict observations (achieved_goal, desired_goal); {args.env} has {obs_space}"
         )
-    if args.algo == "dqn" and not isinstance(act_space, gym.spaces.Discrete):
+    if args.algo in ("dqn", "r2d2") and not isinstance(act_space, gym.spaces.Discrete):
         raise UsageError(
-            f"dqn needs a Discrete action space; {args.env} has {act_space} (use ddpg, td3 or sac)"
+            f"{args.algo} needs a Discrete action space; {args.env} has {act_space} (use ddpg, td3 or sac)"
         )
-    if args.algo != "dqn" and not isinstance(act_space, gym.spaces.Box):
+    if recurrent and not isinstance(obs_space, gym.spaces.Box):
+        raise UsageError(f"{args.algo} needs a Box observation space; {args.env} has {obs_space}")
+    if args.algo not in ("dqn", "r2d2") and not isinstance(act_space, gym.spaces.Box):
         raise UsageError(f"{args.algo} needs a Box action space; {args.env} has {act_space} (use dqn)")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     overrides = dict(preset.algo.get(args.algo, {}))
-    if args.algo in ("dqn", "ddpg", "td3"):
+    if args.algo in ("dqn", "ddpg", "td3", "r2d2"):
         overrides["seed"] = args.seed
     if args.algo == "dqn" and preset.dqn_lr_anneal:
         overrides["lr_anneal_env_steps"] = steps
@@ -108,6 +114,7 @@ def train_command(args: argparse.Namespace) -> int:
         "ddpg": (DDPG, DDPGConfig),
         "td3": (TD3, TD3Config),
         "sac": (SAC, SACConfig),
+        "r2d2": (R2D2, R2D2Config),
     }[args.algo]
     algo_config = cfg_cls(**overrides)
     algorithm = algo_cls.from_spaces(obs_space, act_space, algo_config, device=device)
@@ -138,7 +145,7 @@ def train_command(args: argparse.Namespace) -> int:
     collect = trainer_kw.get("collect_env_steps", 1)
     trainer_config = OffPolicyTrainerConfig(
         max_env_steps=steps,
-        n_step=args.n_step,
+        n_step=n_step,
         gamma=preset.gamma,
         eval_every=max(1, preset.eval_every_env_steps // collect),
         per_beta_end=1.0 if args.prioritized else None,
@@ -161,7 +168,8 @@ def train_command(args: argparse.Namespace) -> int:
             envs_per_collector=num_envs,
         )
     else:
-        trainer = OffPolicyTrainer(algorithm, buffer, envs, config=trainer_config, eval_envs=eval_envs)
+        trainer_cls = RecurrentTrainer if recurrent else OffPolicyTrainer
+        trainer = trainer_cls(algorithm, buffer, envs, config=trainer_config, eval_envs=eval_envs)
     load_resume(trainer, args)
 
     tag = (

@@ -37,7 +37,7 @@ def train_on_policy(args: argparse.Namespace) -> int:
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 
-    if args.her or args.prioritized or args.n_step != 1:
+    if args.her or args.prioritized or args.n_step not in (None, 1):
         raise UsageError(f"--her, --prioritized and --n-step are replay options; {args.algo} is on-policy")
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be >= 1, got {args.steps}")

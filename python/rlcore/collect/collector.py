@@ -11,6 +11,11 @@ Asynchronous envs (EnvPool with ``batch_size < N``, :func:`rlcore.envs.make_vec`
 the envs that come back go into the buffer with one ``add(..., env_ids=ids)``; the buffer keeps
 each env's stream, episode index and n-step windows exactly as lock-step adds would.
 
+A :class:`~rlcore.types.StatefulPolicy` (a recurrent policy's
+:class:`~rlcore.collect.recurrent.RecurrentActor`) is driven through ``act(obs, env_ids)`` and
+``observe(step)``; the extra columns ``observe`` returns (the state each action was chosen from)
+are written with the step's rows in the same ``add`` call.
+
 ``terminated`` and ``truncated`` are passed through separately (truncation bootstraps, termination
 does not). Episode returns are computed from the env's reward even when ``reward_fn`` replaces the
 stored reward."""
@@ -28,7 +33,7 @@ from rlcore.envs.backends import VecBackend
 from rlcore.envs.stepping import EnvStepper, Episode, collect_stats
 from rlcore.errors import ApiUsageError, InvalidValueError
 from rlcore.stats import CollectStats
-from rlcore.types import Policy, RewardFn
+from rlcore.types import Policy, RewardFn, StatefulPolicy
 
 __all__ = ["Collector"]
 
@@ -95,15 +100,17 @@ class Collector:
         if seed is not None:
             self.action_space.seed(seed)
 
-    def collect(self, n_env_steps: int, *, policy: Policy | None = None) -> CollectStats:
+    def collect(self, n_env_steps: int, *, policy: Policy | StatefulPolicy | None = None) -> CollectStats:
         """Step until at least ``n_env_steps`` transitions were written (N per vector step at most;
         ``batch_size`` per step for asynchronous envs).
 
         Args:
             n_env_steps: transitions to collect (> 0).
             policy: ``policy(obs) -> act`` (``[K, *O]`` to ``[K, *A]``: the envs that are waiting,
-                all N in lock-step); ``None`` samples uniformly from the action space (the first
-                K rows of a batched sample).
+                all N in lock-step), or a :class:`~rlcore.types.StatefulPolicy` (reset by the
+                caller after the envs' reset; its ``observe`` columns are stored with the rows);
+                ``None`` samples uniformly from the action space (the first K rows of a batched
+                sample).
 
         Raises:
             ApiUsageError: :meth:`reset` was never called (a ``RuntimeError``).
@@ -119,14 +126,20 @@ class Collector:
         ended: list[Episode] = []
         written = vector_steps = 0
         stepper = self.stepper
+        stateful = isinstance(policy, StatefulPolicy)
+        extras: Mapping[str, np.ndarray] = {}
         while written < n_env_steps:
             if policy is None:
                 act = self.action_space.sample()
                 if not stepper.lock_step:
                     act = act[: len(stepper.ready_ids)]
+            elif stateful:
+                act = policy.act(stepper.ready_obs, stepper.ready_ids)  # type: ignore[union-attr]
             else:
-                act = policy(stepper.ready_obs)
+                act = policy(stepper.ready_obs)  # type: ignore[operator]
             step = stepper.step(act)
+            if stateful:
+                extras = policy.observe(step)  # type: ignore[union-attr]
             rew_N = step.rew_N
             if self.reward_fn is not None:
                 rew_N = np.asarray(self.reward_fn(step.obs, step.act, step.obs_next, step.rew_N))
@@ -134,9 +147,9 @@ class Collector:
                 mask = None if step.transition_N.all() else step.transition_N
                 rows = (step.obs, step.act, rew_N, step.terminated_N, step.truncated_N, step.obs_next)
                 if step.lock_step:  # buffers of whole vector steps (the distributed writer) take no env_ids
-                    self.buffer.add(*rows, mask=mask)
+                    self.buffer.add(*rows, mask=mask, **extras)
                 else:
-                    self.buffer.add(*rows, mask=mask, env_ids=step.env_ids)
+                    self.buffer.add(*rows, mask=mask, env_ids=step.env_ids, **extras)
             ended += step.episodes
             written += step.transitions
             vector_steps += 1
@@ -152,14 +165,16 @@ class Collector:
         state["action_rng"] = self.action_space.np_random.bit_generator.state
         return state
 
-    def load_state_dict(self, state: Mapping[str, Any], *, seed: int | None = None) -> None:
-        """Restore :meth:`state_dict`.
+    def load_state_dict(self, state: Mapping[str, Any], *, seed: int | None = None) -> bool:
+        """Restore :meth:`state_dict`; return True when the envs continue exactly where they were.
 
         With ``state["envs"]`` (the sub-envs and pending autoresets) the envs continue exactly where
         they were. Without it (``None``: envs that do not copy, or an env snapshot that was not
         trusted) the envs are reset with ``seed`` (warns): partial episodes are dropped and the next
         episode of every env starts fresh; counters and the action sampler's RNG are restored either way.
         """
-        if not self.stepper.load_state_dict(state, seed=seed) and seed is not None:
+        exact = self.stepper.load_state_dict(state, seed=seed)
+        if not exact and seed is not None:
             self.action_space.seed(seed)  # as reset() does; the saved RNG state follows
         self.action_space.np_random.bit_generator.state = state["action_rng"]
+        return exact

@@ -42,6 +42,7 @@ from rlcore.errors import ApiUsageError, InvalidValueError
 from rlcore.logging import Logger, write_iterations
 from rlcore.stats import CollectStats, EpisodeStats, EpochStats, EvalStats, TimeStats
 from rlcore.trainers import checkpoint
+from rlcore.types import Policy, StatefulPolicy
 
 __all__ = ["IterationClock", "OwnState", "Trainer", "at_least", "eval_seed"]
 
@@ -192,6 +193,11 @@ class Trainer(ABC):
         act = self.algorithm.act(obs, deterministic=True)
         return act if self._eval_clip is None else np.clip(act, *self._eval_clip)
 
+    def _eval_policy(self) -> Policy | StatefulPolicy:
+        """The policy :meth:`evaluate` runs: the algorithm's deterministic ``act`` (clipped to the
+        action bounds when asked); a trainer whose policy carries state returns a fresh one."""
+        return self._greedy
+
     def evaluate(self) -> EvalStats:
         """Run ``config.eval_episodes`` deterministic episodes on the eval envs, reset with
         :func:`eval_seed` of this evaluation (a fresh seed each time).
@@ -203,7 +209,7 @@ class Trainer(ABC):
             raise ApiUsageError("this trainer has no eval_envs")
         self._evaluations += 1
         seed = eval_seed(self.config.seed, self._evaluations)
-        return evaluate(self._greedy, self.eval_envs, self.config.eval_episodes, seed=seed)
+        return evaluate(self._eval_policy(), self.eval_envs, self.config.eval_episodes, seed=seed)
 
     def _eval_due(self, *, last: bool) -> bool:
         """Whether the iteration just counted evaluates: every ``config.eval_every`` iterations

@@ -39,7 +39,7 @@ from rlcore.stats import EpochStats, mean_stats
 from rlcore.trainers import checkpoint
 from rlcore.trainers.loop import IterationClock, OwnState, Trainer, at_least
 from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
-from rlcore.types import RewardFn
+from rlcore.types import Policy, RewardFn, StatefulPolicy
 
 __all__ = [
     "Logger",
@@ -174,6 +174,22 @@ class OffPolicyTrainer(Trainer):
     def _explore(self, obs: Any) -> np.ndarray:
         return self.algorithm.act(obs, deterministic=False)
 
+    def _collect_policy(self, warm: bool) -> Policy | StatefulPolicy | None:
+        """The policy of this iteration's collection: uniformly random actions (``None``) during
+        the warm-up, then the algorithm's exploring ``act``."""
+        return None if warm else self._explore
+
+    def _reset_envs(self) -> None:
+        """Reset the training envs once, before the first collection (seeded with ``config.seed``)."""
+        self.collector.reset(seed=self.config.seed)
+
+    def _gradient_step(self) -> Any:
+        """Sample a batch, update the algorithm on it, hand new priorities back; the update's stats."""
+        batch = self._sample()
+        stats = self.algorithm.update(self._batch_t if self._batch_t is not None else batch)
+        hand_back_priorities(self.buffer, batch, stats)
+        return stats
+
     def _sample(self) -> Any:
         """Sample one batch; from the second call on, into the same arrays (no allocation).
 
@@ -197,7 +213,7 @@ class OffPolicyTrainer(Trainer):
         if self.done:
             raise StopIteration
         if self.collector.needs_reset:
-            self.collector.reset(seed=c.seed)
+            self._reset_envs()
         clock = IterationClock()
 
         # Collect.
@@ -205,7 +221,7 @@ class OffPolicyTrainer(Trainer):
         n_collect = c.collect_env_steps
         if c.max_env_steps is not None:
             n_collect = min(n_collect, c.max_env_steps - self.env_steps)
-        collected = self.collector.collect(n_collect, policy=None if warm else self._explore)
+        collected = self.collector.collect(n_collect, policy=self._collect_policy(warm))
         clock.collected()
 
         # Update.
@@ -216,10 +232,7 @@ class OffPolicyTrainer(Trainer):
             n_grad = int(self._grad_credit)
             self._grad_credit -= n_grad
             for _ in range(n_grad):
-                batch = self._sample()
-                stats = self.algorithm.update(self._batch_t if self._batch_t is not None else batch)
-                hand_back_priorities(self.buffer, batch, stats)
-                algo_stats.append(stats)
+                algo_stats.append(self._gradient_step())
             self.grad_steps += n_grad
         if c.per_beta_end is not None and self._beta_start is not None and c.max_env_steps is not None:
             frac = min(1.0, self.env_steps / c.max_env_steps)
@@ -257,9 +270,15 @@ class OffPolicyTrainer(Trainer):
         ckpt.restore_buffer(self.buffer)
         self._grad_credit = grad_credit
         collector["envs"] = ckpt.env_state
-        self.collector.load_state_dict(collector, seed=checkpoint.resume_seed(self.config.seed, iteration))
+        exact = self.collector.load_state_dict(collector, seed=checkpoint.resume_seed(self.config.seed, iteration))
+        self._envs_restored(ckpt, exact)
         if beta is not None:
             self.buffer.beta = float(beta)
+
+    def _envs_restored(self, ckpt: checkpoint.Checkpoint, exact: bool) -> None:
+        """Called by :meth:`_load_own_state` once the collector is restored: ``exact`` when the envs
+        continue where they were, False when they were reset (a subclass restores what follows the
+        envs, e.g. a recurrent policy's state)."""
 
     @classmethod
     def resume(
