@@ -42,6 +42,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--train-every", type=int, default=8, help="env steps per gradient step")
     parser.add_argument("--target-update", type=int, default=500, help="gradient steps between target copies")
     parser.add_argument("--recurrent-size", type=int, default=64, help="GRU width")
+    parser.add_argument("--batch-size", type=int, default=32, help="sequences per gradient step")
+    parser.add_argument("--normalize-obs", action="store_true", help="running mean/std observation normalisation")
+    parser.add_argument("--lr-anneal", action="store_true", help="anneal the learning rate linearly to 0 over --steps")
     parser.add_argument("--eval-every", type=int, default=10_000, help="env steps between evaluations")
     parser.add_argument("--out", type=Path, default=None, help="run directory (metrics.jsonl)")
     return parser.parse_args()
@@ -63,6 +66,8 @@ def main() -> None:
             lr=args.lr,
             target_update_interval=args.target_update,
             recurrent_size=args.recurrent_size,
+            normalize_obs=args.normalize_obs,
+            lr_anneal_env_steps=args.steps if args.lr_anneal else None,
             seed=args.seed,
         ),
     )
@@ -75,7 +80,7 @@ def main() -> None:
         max_env_steps=args.steps,
         collect_env_steps=args.num_envs,  # one vector step per iteration
         utd_ratio=1 / args.train_every,
-        batch_size=32,
+        batch_size=args.batch_size,
         n_step=args.n_step,
         warmup_env_steps=5_000,
         eval_every=max(1, args.eval_every // args.num_envs),

@@ -128,3 +128,37 @@ def test_cli_resumes_an_r2d2_run_from_its_checkpoint(tmp_path):
     # a checkpoint of another trainer is refused in one line
     assert main(["train", "--algo", "dqn", "--env", "rlcore/CartPoleNoVel-v1", "--num-envs", "2", "--no-progress",
                  "--steps", "500", "--out", str(tmp_path / "c"), "--resume", str(ckpt)]) != 0
+
+
+def test_observation_normalisation_follows_the_collected_observations_and_is_checkpointed():
+    envs = gym.make_vec("rlcore/CartPoleNoVel-v1", num_envs=2, vectorization_mode="sync")
+    config = R2D2Config(burn_in=2, seq_len=4, hidden=(8,), recurrent_size=8, normalize_obs=True,
+                        lr_anneal_env_steps=100, seed=0)
+    algo = R2D2.from_spaces(envs.single_observation_space, envs.single_action_space, config)
+    obs, _ = envs.reset(seed=0)
+    seen = []
+    state = algo.initial_state(2)
+    for _ in range(60):
+        seen.append(obs)
+        act, state = algo.act(obs, state)
+        obs, *_ = envs.step(act)
+    algo.act(obs, state, deterministic=True)  # greedy calls do not move the statistics
+    seen = np.concatenate(seen)
+    assert algo.obs_rms is not None and int(algo.obs_rms.count) == len(seen)
+    np.testing.assert_allclose(algo.obs_rms.mean.numpy(), seen.mean(0), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(algo.obs_rms.var.numpy(), seen.var(0), rtol=1e-5, atol=1e-12)
+    # the learning rate has reached 0 after lr_anneal_env_steps (120 > 100 env steps explored)
+    buf = rlcore.ReplayBuffer(500, num_envs=2, seed=0)
+    h = np.zeros((2, 8), np.float32)
+    o = np.zeros((2, 2), np.float32)
+    for t in range(20):
+        buf.add(o + t, np.zeros(2, np.int64), np.ones(2, np.float32), np.full(2, t == 19), np.zeros(2, bool),
+                o + t + 1, h=h)
+    algo.update(buf.sample_sequences(4, 4, burn_in=2, state="h"))
+    assert all(g["lr"] == 0.0 for g in algo.optimizer.param_groups)
+    # statistics travel with the state dict
+    other = R2D2.from_spaces(envs.single_observation_space, envs.single_action_space, config)
+    other.load_state_dict(algo.state_dict())
+    assert other.obs_rms is not None
+    torch.testing.assert_close(other.obs_rms.mean, algo.obs_rms.mean)
+    torch.testing.assert_close(other.obs_rms.var, algo.obs_rms.var)

@@ -31,6 +31,7 @@ from torch import nn
 from rlcore.algos.common import TargetNetwork, adam, check_fields, freeze, gradient_step, resolve_device
 from rlcore.buffers.sequences import SequenceBatch
 from rlcore.errors import ShapeError
+from rlcore.nets import RunningMeanStd
 from rlcore.stats import not_logged
 
 __all__ = ["R2D2", "R2D2Config", "R2D2Stats", "RecurrentQNetwork"]
@@ -66,6 +67,11 @@ class R2D2Config:
     """Env steps (counted in ``act(deterministic=False)``) over which epsilon decays linearly."""
     priority_eta: float = 0.9
     """eta of R2D2's sequence priority ``eta * max|delta| + (1 - eta) * mean|delta|``."""
+    normalize_obs: bool = False
+    """Normalise observations with a running mean and std (updated by the exploring ``act``, i.e.
+    on the collected observations; clipped to ±5), for both networks."""
+    lr_anneal_env_steps: int | None = None
+    """Anneal the learning rate linearly from ``lr`` to 0 over this many env steps (``None``: constant)."""
     seed: int | None = None
     """Seed of the exploration generator."""
 
@@ -75,7 +81,7 @@ class R2D2Config:
             self,
             non_negative=("lr",),
             positive=("huber_delta", "max_grad_norm"),
-            counts=("recurrent_size", "seq_len", "target_update_interval"),
+            counts=("recurrent_size", "seq_len", "target_update_interval", "lr_anneal_env_steps"),
             counts_from_zero=("burn_in", "eps_decay_env_steps"),
             unit_interval=("eps_start", "eps_end", "priority_eta"),
         )
@@ -115,6 +121,7 @@ class RecurrentQNetwork(nn.Module):
         self.mlp = nn.Sequential(*layers)
         self.gru = nn.GRU(width, recurrent_size, batch_first=True)
         self.head = nn.Linear(recurrent_size, n_actions)
+        self.obs_dim = obs_dim
         self.recurrent_size = recurrent_size
 
     def forward(self, obs_BTO: torch.Tensor, h_BH: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,6 +160,9 @@ class R2D2:
         self.optimizer = optimizer
         self.n_actions = n_actions
         self.recurrent_size = q_net.recurrent_size
+        self.obs_rms = (
+            RunningMeanStd(q_net.obs_dim, eps=1e-8).to(self.device) if config.normalize_obs else None
+        )
         self.rng = np.random.default_rng(config.seed)
         self.explore_env_steps = 0
         self.grad_steps = 0
@@ -191,6 +201,13 @@ class R2D2:
         frac = min(1.0, self.explore_env_steps / max(1, c.eps_decay_env_steps))
         return c.eps_start + frac * (c.eps_end - c.eps_start)
 
+    def _norm(self, obs_BTO: torch.Tensor) -> torch.Tensor:
+        """Observations as the networks see them (normalised when ``normalize_obs``)."""
+        if self.obs_rms is None:
+            return obs_BTO
+        b, t, o = obs_BTO.shape
+        return self.obs_rms(obs_BTO.reshape(b * t, o)).reshape(b, t, o)
+
     def initial_state(self, n: int) -> np.ndarray:
         """float32 ``[N, H]`` zeros: the state at an episode's first step."""
         return np.zeros((n, self.recurrent_size), np.float32)
@@ -201,7 +218,9 @@ class R2D2:
         and the current state ``[N, H]``. Non-deterministic calls act epsilon-greedily and advance
         the epsilon schedule by N env steps."""
         obs_N1O = torch.tensor(np.asarray(obs, np.float32), device=self.device).reshape(len(state), 1, -1)
-        q_N1A, h_NH = self.q_net(obs_N1O, torch.tensor(np.asarray(state, np.float32), device=self.device))
+        if self.obs_rms is not None and not deterministic:
+            self.obs_rms.update(obs_N1O[:, 0])
+        q_N1A, h_NH = self.q_net(self._norm(obs_N1O), torch.tensor(np.asarray(state, np.float32), device=self.device))
         act_N = q_N1A[:, 0].argmax(-1).cpu().numpy().astype(np.int64)
         h_next = h_NH.cpu().numpy().astype(np.float32)
         if deterministic:
@@ -244,6 +263,7 @@ class R2D2:
         rows_B = torch.arange(b, device=dev)
         obs_ext_BKO = torch.cat([obs_BLO, torch.zeros_like(obs_BLO[:, :1])], 1)
         obs_ext_BKO[rows_B, valid_B] = obs_next_BLO[rows_B, valid_B - 1]
+        obs_ext_BKO = self._norm(obs_ext_BKO)
 
         # online: burn-in (gradient only for sequences that start their episode), then training steps
         q_burn_BTA, h_burn_BH = self.q_net(obs_ext_BKO[:, :bi], h0_BH) if bi else (None, h0_BH)
@@ -268,6 +288,10 @@ class R2D2:
         n_B = train_BL.sum(1)
         loss_B = (loss_BL * train_BL).sum(1) / n_B.clamp(min=1)
         loss = (loss_B * weights_B).mean() if weights_B is not None else loss_B.mean()
+        if c.lr_anneal_env_steps is not None:
+            frac = min(1.0, self.explore_env_steps / c.lr_anneal_env_steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = c.lr * (1.0 - frac)
         grad_norm = gradient_step(self.optimizer, loss, self._q_params, c.max_grad_norm)
 
         self.grad_steps += 1
@@ -290,12 +314,13 @@ class R2D2:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, optimizer, counters and the exploration generator."""
+        """Networks, optimizer, observation statistics, counters and the exploration generator."""
         return {
             "config": asdict(self.config),
             "q_net": self.q_net.state_dict(),
             "q_target": self.q_target.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            "obs_rms": None if self.obs_rms is None else self.obs_rms.state_dict(),
             "explore_env_steps": self.explore_env_steps,
             "grad_steps": self.grad_steps,
             "rng": self.rng.bit_generator.state,
@@ -306,6 +331,8 @@ class R2D2:
         self.q_net.load_state_dict(state["q_net"])
         self.q_target.load_state_dict(state["q_target"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.obs_rms is not None:
+            self.obs_rms.load_state_dict(state["obs_rms"])
         self.explore_env_steps = int(state["explore_env_steps"])
         self.grad_steps = int(state["grad_steps"])
         self.rng.bit_generator.state = state["rng"]
