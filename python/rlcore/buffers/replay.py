@@ -379,6 +379,18 @@ class ReplayBuffer(RawBuffer):
         fields = self._sample_sequences(batch_size, seq_len, burn_in, n_step, gamma, bool(pad), names, out, reward)
         return _new_batch(SequenceBatch, fields)
 
+    def sequence_start_mass(self, seq_len: int, *, burn_in: int = 0, pad: bool = True) -> tuple[int, float]:
+        """``(count, mass)`` of the starts :meth:`sample_sequences` can draw for these arguments:
+        how many are eligible, and the sum of their priorities on a prioritized buffer (their
+        count otherwise), so that ``p_t / mass`` is a start's probability. A sharded buffer
+        weights its shards by it. O(stored episodes).
+
+        Raises:
+            InvalidValueError: ``seq_len < 1``, ``burn_in < 0``.
+            DTypeError: a non-integer count.
+        """
+        return super().sequence_start_mass(seq_len, burn_in=burn_in, pad=bool(pad))
+
     # -- views --------------------------------------------------------------------------------
 
     def column(self, name: str) -> np.ndarray | dict[str, np.ndarray]:

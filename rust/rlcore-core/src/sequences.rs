@@ -328,6 +328,41 @@ impl ReplayCore {
         Ok(())
     }
 
+    /// The eligible starts of sequences of `burn_in + seq_len` steps (module docs): how many
+    /// there are and their sampling mass, i.e. the sum of their rows' priorities on a
+    /// prioritized buffer and their number on a uniform one. What a sharded buffer weights its
+    /// shards by, so that a start's probability over all shards is the one of a single buffer.
+    /// O(stored episodes), plus O(log capacity) per episode under PER (range sums of the tree).
+    ///
+    /// Errors: `InvalidValue` for `seq_len < 1` or a length that overflows.
+    pub fn sequence_start_mass(&self, seq_len: usize, burn_in: usize, pad: bool) -> Result<(u64, f64)> {
+        if seq_len < 1 {
+            return Err(CoreError::value(format!("seq_len must be >= 1, got {seq_len}")));
+        }
+        let l = burn_in
+            .checked_add(seq_len)
+            .ok_or_else(|| CoreError::value("burn_in + seq_len overflows"))? as u64;
+        let runs = self.st.eligible_runs(l, pad);
+        let count: u64 = runs.iter().map(|r| r.2).sum();
+        let Some(per) = &self.per else {
+            return Ok((count, count as f64));
+        };
+        let seg = self.st.seg;
+        let mut mass = 0.0;
+        for (e, first, n) in runs {
+            let p0 = self.st.phys(e, first);
+            let seg_end = (e + 1) * seg;
+            let n = n as usize;
+            if p0 + n <= seg_end {
+                mass += per.tree.range_sum(p0, p0 + n);
+            } else {
+                mass += per.tree.range_sum(p0, seg_end);
+                mass += per.tree.range_sum(e * seg, e * seg + (p0 + n - seg_end));
+            }
+        }
+        Ok((count, mass))
+    }
+
     /// Schema indices (into the step columns) of the recurrent-state extras, in schema order.
     fn state_columns(&self, names: &[String]) -> Result<Vec<usize>> {
         let step = &self.st.schema.step;
@@ -991,6 +1026,7 @@ fn relabel(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::Rng;
     use crate::schema::{Obs, Steps};
 
     /// One env, float32 obs [1] holding the step counter, act int64, episodes of the given
@@ -1077,6 +1113,43 @@ mod tests {
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![0, 1, 2, 6]);
         let (starts, _) = sample(&mut c, &req(200, 3, 0, false)).unwrap(); // ok: test
         assert!(starts.iter().all(|&s| (0..=2).contains(&s)));
+    }
+
+    proptest::proptest! {
+        /// The start mass a sharded buffer weights its shards by equals the enumeration of the
+        /// eligible starts (count, and sum of their priorities), after the ring wraps too.
+        #[test]
+        fn start_mass_equals_the_enumerated_eligible_starts(
+            lens in proptest::collection::vec(1usize..12, 1..12),
+            cap in 8usize..48,
+            open: bool,
+            pad: bool,
+            prioritized: bool,
+            seq_len in 1usize..6,
+            burn_in in 0usize..4,
+            prio_seed: u64,
+        ) {
+            let mut c = buffer(cap, &lens, open, prioritized);
+            let mut rng = Rng::new(prio_seed);
+            if let Some(per) = c.per.as_mut() {
+                for p in 0..cap {
+                    if c.st.transition_abs(p).is_some() {
+                        per.tree.set(p, rng.uniform() * 3.0);
+                    }
+                }
+            }
+            let l = (seq_len + burn_in) as u64;
+            let (mut count, mut mass) = (0u64, 0.0f64);
+            for p in 0..cap {
+                if c.st.eligible_start(p, l, pad).is_some() {
+                    count += 1;
+                    mass += c.per.as_ref().map_or(1.0, |per| per.tree.get(p));
+                }
+            }
+            let (got_count, got_mass) = c.sequence_start_mass(seq_len, burn_in, pad).unwrap(); // ok: test
+            proptest::prop_assert_eq!(got_count, count);
+            proptest::prop_assert!((got_mass - mass).abs() <= 1e-9 * (1.0 + mass), "{} vs {}", got_mass, mass);
+        }
     }
 
     #[test]

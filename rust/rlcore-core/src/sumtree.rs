@@ -177,6 +177,34 @@ impl SumTree {
         self.min_all
     }
 
+    /// Sum of the leaves `lo..hi` (`hi <= len`; 0 for an empty range), from at most `2 (K - 1)`
+    /// entries per level: O(K log_K len), never a walk over the leaves.
+    pub fn range_sum(&self, mut lo: usize, mut hi: usize) -> f64 {
+        let hi_max = self.len;
+        hi = hi.min(hi_max);
+        let mut acc = 0.0;
+        for &at in &self.level_at {
+            if lo >= hi {
+                return acc;
+            }
+            let entry = |i: usize| self.sum[at + i / K].0[i % K];
+            while lo < hi && lo % K != 0 {
+                acc += entry(lo);
+                lo += 1;
+            }
+            while lo < hi && hi % K != 0 {
+                hi -= 1;
+                acc += entry(hi);
+            }
+            lo /= K;
+            hi /= K;
+        }
+        if lo < hi {
+            acc += self.total; // the whole top line
+        }
+        acc
+    }
+
     /// Within one line (whose sum is positive), the child where the prefix sum passes `u`
     /// (`u >= 0`), and `u` less the children before it. With the line's running sums
     /// `c_k = c_(k-1) + s_k` (nondecreasing, as float addition of non-negative numbers is), the
@@ -458,6 +486,24 @@ mod tests {
                     prop_assert!(leaves[t.find(u)] > 0.0);
                 }
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn range_sums_equal_the_sum_of_the_leaves(
+            ps in proptest::collection::vec(prop_oneof![Just(0.0f64), 0.0f64..10.0], 1..1200),
+            ranges in proptest::collection::vec((0usize..1300, 0usize..1300), 1..40),
+        ) {
+            let mut t = SumTree::new(ps.len());
+            t.load_leaves(&ps);
+            for (a, b) in ranges {
+                let (lo, hi) = (a.min(b).min(ps.len()), a.max(b).min(ps.len()));
+                let want: f64 = ps[lo..hi].iter().sum();
+                let got = t.range_sum(lo, hi);
+                prop_assert!((got - want).abs() <= 1e-9 * (1.0 + want), "{lo}..{hi}: {got} vs {want}");
+            }
+            prop_assert!((t.range_sum(0, ps.len()) - t.total()).abs() <= 1e-9 * (1.0 + t.total()));
         }
     }
 

@@ -465,6 +465,22 @@ impl RawBuffer {
         Ok(crate::sequences::batch_tuple(py, &fields, arrays)?)
     }
 
+    /// `(count, mass)` of the eligible starts of sequences of `burn_in + seq_len` steps: their
+    /// number, and the sum of their priorities (their number without prioritized replay).
+    /// O(stored episodes). Raises InvalidValueError (seq_len < 1), DTypeError (non-integers).
+    #[pyo3(signature = (seq_len, *, burn_in, pad))]
+    fn sequence_start_mass(
+        &self,
+        py: Python<'_>,
+        seq_len: &Bound<'_, PyAny>,
+        burn_in: &Bound<'_, PyAny>,
+        pad: bool,
+    ) -> Result<(u64, f64)> {
+        let seq_len = convert::count(seq_len, "seq_len")?;
+        let burn_in = convert::count(burn_in, "burn_in")?;
+        Ok(self.lock(py)?.sequence_start_mass(seq_len, burn_in, pad)?)
+    }
+
     /// Set each sequence's priority from its TD errors with R2D2's mixture
     /// `eta * max|delta| + (1 - eta) * mean|delta|` over its valid steps, then
     /// `(p + eps) ** alpha` at its start row; returns how many start rows were skipped (see
