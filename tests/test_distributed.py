@@ -323,6 +323,142 @@ def test_per_frequencies_and_weights(ray_session):
     sharded.close()
 
 
+# -- sequences ----------------------------------------------------------------------------------
+
+
+def _sequences_by_start(batches) -> dict[int, tuple]:
+    """Each sequence keyed by the obs id of its first step: (obs ids, mask, rew, is_first)."""
+    out = {}
+    for b in batches:
+        for k in range(b.batch_size):
+            out[int(b.obs[k, 0, 0])] = (
+                b.obs[k, :, 0].tolist(), b.mask[k].tolist(), b.rew[k].tolist(), b.is_first[k].tolist()
+            )
+    return out
+
+
+def test_sharded_sequences_are_the_local_buffers_with_uniform_starts(ray_session):
+    n_envs, seq_len, burn_in = 3, 4, 2
+    local = rlcore.ReplayBuffer(3 * 400, num_envs=n_envs, seed=0)
+    sharded = ShardedReplayBuffer(
+        functools.partial(rlcore.ReplayBuffer, 400), num_shards=3, num_envs=n_envs, chunk_rows=32, seed=1
+    )
+    _fill([local, sharded], n_envs, 120)
+    count, mass = local.sequence_start_mass(seq_len, burn_in=burn_in)
+    assert count == mass > 0
+    ref = _sequences_by_start(local.sample_sequences(256, seq_len, burn_in=burn_in, n_step=2, gamma=0.9)
+                              for _ in range(60))
+    assert len(ref) == count  # every eligible start seen locally
+    counts: dict[int, int] = {}
+    for _ in range(30):
+        b = sharded.sample_sequences(256, seq_len, burn_in=burn_in, n_step=2, gamma=0.9)
+        assert b.obs.shape == (256, 6, 3) and b.start_indices.dtype == np.int64
+        # global indices: the start row is the first step's row, padding stays -1
+        np.testing.assert_array_equal(b.indices[:, 0], b.start_indices)
+        assert (b.indices[~b.mask] == -1).all() and (b.indices[b.mask] >= 0).all()
+        assert b.start_indices.max() < sharded.capacity
+        got = _sequences_by_start([b])
+        for start, seq in got.items():
+            assert ref[start] == seq
+        for k in range(256):
+            start = int(b.obs[k, 0, 0])
+            counts[start] = counts.get(start, 0) + 1
+    # uniform over the eligible starts of all shards together
+    c = np.array([counts.get(i, 0) for i in ref], float)
+    assert _chi2_ok(c, np.full(len(c), 1 / len(c)))
+    with pytest.raises(rlcore.errors.InvalidValueError):
+        sharded.sample_sequences(8, 0)
+    with pytest.raises(rlcore.errors.EmptyBufferError):
+        sharded.sample_sequences(8, 200, pad=False)
+    sharded.close()
+
+
+def test_shards_are_weighted_by_their_eligible_starts_not_their_transitions(ray_session):
+    """Episodes of 40 and 2 steps alternate so that round-robin routing sends every long episode
+    to shard 0 and every short one to shard 1: shard 1 holds 1/21 of the transitions but only
+    1/38 of the starts of 4-step sequences (a short episode is one padded start)."""
+    sharded = ShardedReplayBuffer(
+        functools.partial(rlcore.ReplayBuffer, 2_000), num_shards=2, num_envs=2, chunk_rows=32, seed=3
+    )
+    ids = iter(range(1, 10**9))
+    lengths = [[40, 2] * 5, [2, 40] * 5]  # env 0: long first (shard 0); env 1: short first (shard 1)
+    for e, lens in enumerate(lengths):
+        for n in lens:
+            obs = np.array([[next(ids), e, 0]], F32)
+            for t in range(n):
+                nxt = np.array([[next(ids), e, 0]], F32)
+                mask = np.array([e == 0, e == 1])
+                two = lambda x, m=mask: np.repeat(x, 2, axis=0)  # noqa: E731 - both envs' rows, one masked
+                sharded.add(two(obs), np.zeros((2, 1), F32), np.zeros(2, F32), np.full(2, t == n - 1),
+                            np.zeros(2, bool), two(nxt), mask=mask)
+                obs = nxt
+    sizes = sharded.shard_sizes()
+    assert sizes == [400, 20]
+    short = 0
+    draws = 40 * 256
+    for _ in range(40):
+        b = sharded.sample_sequences(256, 4)
+        short += int((b.start_indices >= sharded.shard_capacity).sum())
+    # 10 padded starts of 370 + 10 in all; by transitions it would be 20 / 420
+    expected = draws * 10 / 380
+    assert abs(short - expected) < 4 * np.sqrt(expected), (short, expected, draws * 20 / 420)
+    sharded.close()
+
+
+def test_sharded_prioritized_sequences_have_the_local_probabilities_and_weights(ray_session):
+    n_envs, alpha, beta, seq_len = 2, 0.7, 0.5, 3
+    local = rlcore.PrioritizedReplayBuffer(2 * 300, num_envs=n_envs, alpha=alpha, beta=beta, seed=0)
+    sharded = ShardedReplayBuffer(
+        functools.partial(rlcore.PrioritizedReplayBuffer, 300, alpha=alpha, beta=beta),
+        num_shards=2,
+        num_envs=n_envs,
+        chunk_rows=16,
+        seed=4,
+    )
+    _fill([local, sharded], n_envs, 60, seed=5)
+    # the same TD error per sequence start in both buffers (all steps valid: p = |delta|)
+    rng = np.random.default_rng(6)
+    starts = {}
+    for buf in (local, sharded):
+        for _ in range(30):
+            b = buf.sample_sequences(64, seq_len)
+            for k in range(64):
+                starts.setdefault(int(b.obs[k, 0, 0]), float(rng.uniform(0.05, 3.0)))
+    local_rows, sharded_rows = {}, {}
+    for buf, rows in ((local, local_rows), (sharded, sharded_rows)):
+        while len(rows) < len(starts):
+            b = buf.sample_sequences(256, seq_len)
+            for k in range(256):
+                rows[int(b.obs[k, 0, 0])] = int(b.start_indices[k])
+        ids = sorted(rows)
+        td = np.array([[starts[i]] * seq_len for i in ids])
+        kwargs = {"wait": True} if buf is sharded else {}
+        buf.update_sequence_priorities(np.array([rows[i] for i in ids]), td, mask=np.ones_like(td, bool), **kwargs)
+    count, mass = local.sequence_start_mass(seq_len)
+    assert count == len(starts)
+    p = {i: (v + 1e-6) ** alpha for i, v in starts.items()}
+    assert mass == pytest.approx(sum(p.values()), rel=1e-9)
+    local_w = {}
+    for _ in range(10):
+        b = local.sample_sequences(256, seq_len)
+        for k in range(256):
+            local_w[int(b.obs[k, 0, 0])] = float(b.weights[k])
+    counts: dict[int, int] = {}
+    for _ in range(40):
+        b = sharded.sample_sequences(256, seq_len)
+        for k in range(256):
+            i = int(b.obs[k, 0, 0])
+            counts[i] = counts.get(i, 0) + 1
+            if i in local_w:  # the one-buffer weight, rescaled to the smallest priority of all shards
+                assert b.weights[k] == pytest.approx(local_w[i], rel=1e-5)
+    ids = sorted(p)
+    c = np.array([counts.get(i, 0) for i in ids], float)
+    assert _chi2_ok(c, np.array([p[i] for i in ids]) / sum(p.values()))
+    with pytest.raises(rlcore.errors.ShapeError):
+        sharded.update_sequence_priorities(np.array([0, 1]), np.ones((3, 2)))
+    sharded.close()
+
+
 # -- collectors ---------------------------------------------------------------------------------
 
 

@@ -143,6 +143,39 @@ class BufferShard:
         """As ``PrioritizedReplayBuffer.update_priorities``."""
         return self.buffer.update_priorities(indices, priorities)
 
+    def sequence_stats(self, seq_len: int, burn_in: int, pad: bool) -> tuple[int, float, float]:
+        """``(eligible starts, their sampling mass, smallest positive priority)`` for sequences of
+        ``burn_in + seq_len`` steps (``ReplayBuffer.sequence_start_mass``; the minimum is 1 for a
+        uniform buffer, ``inf`` while no row has a priority)."""
+        count, mass = self.buffer.sequence_start_mass(seq_len, burn_in=burn_in, pad=pad)
+        return int(count), float(mass), self.stats()[2]
+
+    def sample_sequences(
+        self,
+        size: int,
+        seq_len: int,
+        burn_in: int,
+        n_step: int,
+        gamma: float,
+        pad: bool,
+        state: tuple[str, ...],
+    ) -> tuple[tuple[Any, ...] | None, tuple[int, float, float]]:
+        """``size`` sequences (``ReplayBuffer.sample_sequences``; ``None`` for size 0) and the
+        shard's :meth:`sequence_stats` after them."""
+        fields = None
+        if size > 0:
+            batch = self.buffer.sample_sequences(
+                size, seq_len, burn_in=burn_in, n_step=n_step, gamma=gamma, pad=pad, state=state
+            )
+            fields = tuple(batch)
+        return fields, self.sequence_stats(seq_len, burn_in, pad)
+
+    def update_sequence_priorities(
+        self, start_indices: np.ndarray, td_errors: np.ndarray, mask: np.ndarray | None, eta: float
+    ) -> int:
+        """As ``PrioritizedReplayBuffer.update_sequence_priorities``."""
+        return self.buffer.update_sequence_priorities(start_indices, td_errors, mask=mask, eta=eta)
+
     def set_beta(self, beta: float) -> None:
         self.buffer.beta = beta
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rlcore.batch import TransitionBatch
+from rlcore.buffers.sequences import SequenceBatch, state_names
 from rlcore.distributed.prefetch import PrefetchingSampler
 from rlcore.distributed.ray_setup import _ray, _remote
 from rlcore.distributed.shard import BufferFactory, BufferShard
@@ -21,33 +22,6 @@ from rlcore.distributed.writer import ShardedAddResult, ShardWriter
 from rlcore.errors import ApiUsageError, EmptyBufferError, InvalidValueError, SaveFileError, ShapeError
 
 __all__ = ["PendingSample", "ShardedReplayBuffer"]
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-"""``make_buffer(num_envs=int, seed=int | None) -> ReplayBuffer``: builds one shard's buffer inside
-its actor (e.g. ``functools.partial(rlcore.ReplayBuffer, 100_000)``). It is pickled with
-cloudpickle, so it may close over anything picklable; build unpicklable things (a MuJoCo env for
-``compute_reward``) inside it."""
-
-
-"""Ray's switch (``ray._private.ray_constants``) that keeps a node on the loopback address: unset,
-Ray on Linux turns a requested ``127.0.0.1`` into the machine's routable address and its servers
-listen there."""
 
 
 def _concat(parts: list[Any], out: Any = None) -> Any:
@@ -151,6 +125,7 @@ class ShardedReplayBuffer:
         self._beta = self._info["beta"]
         self._rng = np.random.default_rng(seed)
         self._stats: np.ndarray | None = None  # [S, 3]: transitions, mass, min priority
+        self._seq_stats: dict[tuple[int, int, bool], np.ndarray] = {}  # the same of sequence starts
         self._lock = threading.Lock()
         self._writer: ShardWriter | None = None
 
@@ -349,6 +324,106 @@ class ShardedReplayBuffer:
             self, batch_size, n_step=n_step, gamma=gamma, batches_per_request=batches_per_request
         )
 
+    # -- sequences ----------------------------------------------------------------------------
+
+    def sample_sequences(
+        self,
+        batch_size: int,
+        seq_len: int,
+        *,
+        burn_in: int = 0,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        pad: bool = True,
+        state: str | Sequence[str] = (),
+        out: SequenceBatch | None = None,
+    ) -> SequenceBatch:
+        """Sample ``batch_size`` sequences over all shards, as ``ReplayBuffer.sample_sequences``
+        on one buffer holding all (every shard's episodes stay whole in it: routing is
+        episode-sticky).
+
+        Shard s gets ``b_s ~ Multinomial(B, m_s / sum m)`` of the batch, with ``m_s`` its mass of
+        eligible starts for these ``(seq_len, burn_in, pad)`` (``ReplayBuffer.sequence_start_mass``:
+        their count, or their priority mass under PER) as reported with the previous reply of the
+        same arguments (the first call asks), so each start's probability is the one of a single
+        buffer: ``1 / E`` uniform, ``p_t / sum_{eligible} p`` prioritized. Importance weights are
+        rescaled to the smallest priority of all shards, as :meth:`sample` does.
+
+        Returns:
+            SequenceBatch whose ``indices`` (-1 stays -1 on padding) and ``start_indices`` are
+            global (``shard * shard_capacity + row``): pass them to
+            :meth:`update_sequence_priorities`.
+
+        Raises:
+            InvalidValueError: batch_size < 1, seq_len < 1, burn_in < 0, n_step < 1 or gamma
+                outside [0, 1].
+            DTypeError: a ``state`` that is not str(s).
+            EmptyBufferError: no shard has an eligible start; the shards' own errors (e.g. a
+                ``state`` name that is no extra column) are re-raised.
+        """
+        names = state_names(state)
+        if batch_size < 1 or seq_len < 1 or burn_in < 0 or n_step < 1 or not 0.0 <= gamma <= 1.0:
+            raise InvalidValueError(
+                "need batch_size >= 1, seq_len >= 1, burn_in >= 0, n_step >= 1 and gamma in [0, 1]; got "
+                f"{batch_size}, {seq_len}, {burn_in}, {n_step}, {gamma}"
+            )
+        ray = _ray()
+        self.flush()
+        key = (int(seq_len), int(burn_in), bool(pad))
+        stats = self._seq_stats.get(key)
+        if stats is None or stats[:, 1].sum() <= 0:
+            stats = np.array(
+                ray.get([s.sequence_stats.remote(*key) for s in self.shards]), dtype=np.float64
+            )
+        mass_S = stats[:, 1]
+        if mass_S.sum() <= 0:
+            raise EmptyBufferError(
+                f"no shard holds a sequence start for seq_len={seq_len}, burn_in={burn_in}, pad={pad}"
+            )
+        with self._lock:
+            counts = self._rng.multinomial(batch_size, mass_S / mass_S.sum())
+        refs = [
+            s.sample_sequences.remote(int(counts[i]), *key[:2], int(n_step), float(gamma), key[2], names)
+            for i, s in enumerate(self.shards)
+        ]
+        replies = ray.get(refs)
+        stats = self._seq_stats[key] = np.array([r[1] for r in replies], dtype=np.float64)
+        return self._assemble_sequences(replies, stats[:, 2], out)
+
+    def _assemble_sequences(self, replies: list[Any], pmin_S: np.ndarray, out: SequenceBatch | None) -> SequenceBatch:
+        """One SequenceBatch from the shards' parts: rows in shard order, global indices,
+        weights rescaled to the smallest priority of all shards."""
+        fields = SequenceBatch._fields
+        at = {name: i for i, name in enumerate(fields)}
+        parts = [(s, r[0]) for s, r in enumerate(replies) if r[0] is not None]
+
+        def joined(name: str, rows: list[Any]) -> Any:
+            return _concat(rows, None if out is None else getattr(out, name))
+
+        values: dict[str, Any] = {}
+        for name in fields:
+            rows = [p[at[name]] for _, p in parts]
+            if name == "indices":
+                rows = [np.where(r >= 0, r + s * self.shard_capacity, -1) for (s, _), r in zip(parts, rows, strict=True)]
+            elif name == "start_indices":
+                rows = [r + s * self.shard_capacity for (s, _), r in zip(parts, rows, strict=True)]
+            elif name == "weights":
+                if rows[0] is None:
+                    values[name] = None
+                    continue
+                pmin, beta = pmin_S.min(), self._beta
+                rows = [
+                    w if not beta or pmin == pmin_S[s] else (w * (pmin / pmin_S[s]) ** beta).astype(np.float32)
+                    for (s, _), w in zip(parts, rows, strict=True)
+                ]
+            elif name in ("extras", "state"):
+                values[name] = {
+                    k: _concat([r[k] for r in rows], None if out is None else getattr(out, name)[k]) for k in rows[0]
+                }
+                continue
+            values[name] = joined(name, rows)
+        return SequenceBatch(**values)
+
     # -- priorities ---------------------------------------------------------------------------
 
     def shard_of(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -379,6 +454,50 @@ class ShardedReplayBuffer:
         for s in np.unique(shard_B):
             sel = shard_B == s
             refs.append(self.shards[int(s)].update_priorities.remote(row_B[sel], prio[sel]))
+        if not wait:
+            return None
+        return int(sum(_ray().get(refs)))
+
+    def update_sequence_priorities(
+        self,
+        start_indices: Any,
+        td_errors: Any,
+        *,
+        mask: Any = None,
+        eta: float = 0.9,
+        wait: bool = False,
+    ) -> int | None:
+        """``PrioritizedReplayBuffer.update_sequence_priorities`` for global ``start_indices``
+        ``[B]`` (a batch's ``start_indices``), ``td_errors`` ``[B, T]`` and ``mask`` ``[B, T]``,
+        each sequence sent to its shard (one call per shard involved).
+
+        Returns ``None`` at once; with ``wait=True``, waits and returns how many start rows were
+        skipped (overwritten meanwhile).
+
+        Raises:
+            ShapeError: ``start_indices`` is not ``[B]`` or ``td_errors``/``mask`` not ``[B, T]``.
+            InvalidValueError: an index outside ``[0, capacity)``; with ``wait=True`` also the
+                core's errors (non-finite TD errors, eta outside [0, 1], a row without a valid step).
+        """
+        idx = np.asarray(start_indices, dtype=np.int64)
+        td = np.asarray(td_errors)
+        m = None if mask is None else np.asarray(mask)
+        if idx.ndim != 1 or td.ndim != 2 or td.shape[0] != idx.shape[0] or (m is not None and m.shape != td.shape):
+            raise ShapeError(
+                f"update_sequence_priorities: need start_indices [B], td_errors [B, T] and mask [B, T]; got "
+                f"{idx.shape}, {td.shape}, {None if m is None else m.shape}"
+            )
+        if idx.size and (idx.min() < 0 or idx.max() >= self.capacity):
+            raise InvalidValueError(f"update_sequence_priorities: indices must be in [0, {self.capacity})")
+        shard_B, row_B = self.shard_of(idx)
+        refs = []
+        for s in np.unique(shard_B):
+            sel = shard_B == s
+            refs.append(
+                self.shards[int(s)].update_sequence_priorities.remote(
+                    row_B[sel], td[sel], None if m is None else m[sel], float(eta)
+                )
+            )
         if not wait:
             return None
         return int(sum(_ray().get(refs)))
