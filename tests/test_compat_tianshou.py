@@ -194,8 +194,8 @@ def test_pickle_and_hdf5_round_trips(tmp_path):
 
 
 def test_unsupported_options_raise():
-    with pytest.raises(NotImplementedError, match="stack_num"):
-        compat.VectorReplayBuffer(100, 2, stack_num=4)
+    with pytest.raises(NotImplementedError, match="save_only_last_obs"):
+        compat.VectorReplayBuffer(100, 2, save_only_last_obs=True)
     buf = compat.VectorReplayBuffer(100, 2)
     with pytest.raises(NotImplementedError):
         buf.set_array_at_key(np.zeros(3), "adv")

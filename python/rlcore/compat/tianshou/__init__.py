@@ -34,8 +34,13 @@ Differences from Tianshou's buffers (deliberate):
   successive steps of that env; here one step per env per add), negative ids (Tianshou wraps
   them around), non-integer ids, fields whose leading dimension is not the number of ids, and
   flags that are not bool or 0/1 integers. A refused add leaves the buffer as it was.
-- ``stack_num > 1``, ``save_only_last_obs``, ``update(buffer)``, ``set_batch`` and
-  ``set_array_at_key`` (episode hooks that add keys) raise ``NotImplementedError``.
+- ``stack_num > 1`` stacks ``obs`` and ``obs_next`` ``[B, stack_num, *O]`` exactly as Tianshou's
+  ``get(index, key, stack_num)`` (the episode's first step repeated where it has fewer steps),
+  from the core's ``prev``; with ``sample_avail`` a batch is one core call,
+  ``sample_sequences(B, stack_num, pad=False)``, whose sequences end at the sampled rows (uniform
+  over the rows with ``stack_num - 1`` earlier steps). HER buffers refuse it.
+- ``save_only_last_obs``, ``update(buffer)``, ``set_batch`` and ``set_array_at_key`` (episode
+  hooks that add keys) raise ``NotImplementedError``.
 - Randomness: the core owns its generator (``random_seed``); HER's relabeling draws from a
   NumPy generator seeded with ``random_seed`` (Tianshou uses the global one).
 - HER: Tianshou's semantics (per sampled batch, each episode is relabeled as a whole with

@@ -19,15 +19,19 @@ class ReplayBuffer(_CoreStorage, _ts.ReplayBuffer):  # type: ignore[misc,overrid
 
     Args:
         size: transitions to keep.
-        stack_num: must be 1.
+        stack_num: frames per ``obs``/``obs_next`` stack, >= 1 (Tianshou's ``get``, see the
+            module docstring).
         ignore_obs_next: accepted; every observation is stored once anyway.
         save_only_last_obs: must be False.
-        sample_avail: accepted; every stored transition is sampleable.
+        sample_avail: with ``stack_num > 1`` sample only rows with ``stack_num - 1`` earlier
+            steps in their episode (uniform buffers; prioritized ones ignore it, as Tianshou's);
+            otherwise every stored transition is sampleable.
         random_seed: seed of the core's generator.
         extra_rows: rows for episodes' final observations (default ``size // 8 + 2``).
 
     Raises:
-        NotImplementedError: stack_num > 1 or save_only_last_obs.
+        NotImplementedError: save_only_last_obs.
+        InvalidValueError: stack_num < 1 (DTypeError: not an int).
     """
 
     def __init__(
@@ -58,7 +62,8 @@ class VectorReplayBuffer(_CoreStorage, _ts.VectorReplayBuffer):  # type: ignore[
     with ``ceil(total_size / buffer_num)`` transitions (plus ``extra_rows``) of its own.
 
     Raises:
-        NotImplementedError: stack_num > 1 or save_only_last_obs.
+        NotImplementedError: save_only_last_obs.
+        InvalidValueError: stack_num < 1 (DTypeError: not an int).
         ValueError: buffer_num < 1.
     """
 

@@ -38,6 +38,8 @@ class _HERMixin:
     _ovl_goal: Any
 
     def _init_her(self, compute_reward_fn: Any, horizon: int, future_k: float, random_seed: int) -> None:
+        if self.stack_num > 1:
+            raise NotImplementedError("rlcore.compat.tianshou HER buffers support stack_num=1 only")
         d = self.__dict__
         d["compute_reward_fn"] = compute_reward_fn
         d["horizon"] = int(horizon)

@@ -67,19 +67,24 @@ class _CoreStorage:
         beta: float | None = None,
         weight_norm: bool = True,
     ) -> None:
-        if stack_num != 1 or save_only_last_obs:
+        if save_only_last_obs:
             raise NotImplementedError(
-                "rlcore.compat.tianshou buffers support stack_num=1 and save_only_last_obs=False only "
-                "(stack frames in an env wrapper instead)"
+                "rlcore.compat.tianshou buffers do not support save_only_last_obs (store whole "
+                "observations, or frame-stacked observations from an env wrapper)"
             )
+        if isinstance(stack_num, bool) or not isinstance(stack_num, (int, np.integer)):
+            raise DTypeError(f"stack_num must be an int, got {stack_num!r}")
+        if stack_num < 1:
+            raise InvalidValueError(f"stack_num must be >= 1, got {stack_num}")
         d = self.__dict__  # Tianshou's __setattr__ forwards reserved names; write the dict directly
         d["options"] = {
-            "stack_num": 1,
+            "stack_num": int(stack_num),
             "ignore_obs_next": ignore_obs_next,
             "save_only_last_obs": False,
             "sample_avail": sample_avail,
         }
-        d["stack_num"] = 1
+        d["stack_num"] = int(stack_num)
+        d["_sample_avail"] = bool(sample_avail)
         d["buffer_num"] = int(buffer_num)
         d["_size_per_env"] = int(size)
         d["extra_rows"] = int(size) // 8 + 2 if extra_rows is None else int(extra_rows)
@@ -357,16 +362,40 @@ class _CoreStorage:
         flags = self._column_views()["flags"]
         return order[(flags[order] & 1) > 0]
 
+    def _stacks_whole(self) -> bool:
+        """Sampling draws only rows with ``stack_num - 1`` earlier steps in their episode
+        (Tianshou's ``sample_avail`` with ``stack_num > 1``; prioritized buffers ignore it, as
+        Tianshou's do)."""
+        return self.stack_num > 1 and self._sample_avail and not self._prioritized
+
+    def _stack_rows(self, idx: np.ndarray) -> np.ndarray:
+        """int64 ``[B, stack_num]``: the rows of each stack, oldest first, ending at ``idx``;
+        the first step of an episode repeats where the episode has fewer steps (Tianshou's
+        ``get(index, key, stack_num)``: ``prev`` stops at an episode start)."""
+        rows = np.empty((len(idx), self.stack_num), dtype=np.int64)
+        rows[:, -1] = idx
+        for j in range(self.stack_num - 1, 0, -1):
+            rows[:, j - 1] = self._core.prev(rows[:, j])
+        return rows
+
     def sample_indices(self, batch_size: int | None) -> np.ndarray:
         """int64 rows: ``batch_size`` > 0 random (uniform, or by priority), 0 (or None on a
         vector buffer) every stored row in time order, < 0 none; None on a single buffer
-        ``len(self)`` random rows (as Tianshou)."""
+        ``len(self)`` random rows (as Tianshou). With ``stack_num > 1`` and ``sample_avail``,
+        only rows with ``stack_num - 1`` earlier steps in their episode: uniform over them in
+        one core call (the last steps of ``sample_sequences(B, stack_num, pad=False)``)."""
         if batch_size is None:
             batch_size = 0 if self._vector else len(self)
         if batch_size > 0 and len(self) > 0:
+            if self._stacks_whole():
+                return self._core.sample_sequences(batch_size, self.stack_num, pad=False).indices[:, -1]
             return self._core.sample(batch_size).indices
         if batch_size == 0:
-            return self._all_indices()
+            idx = self._all_indices()
+            if self._stacks_whole() and idx.size:
+                rows = self._stack_rows(idx)
+                idx = idx[rows[:, 0] != rows[:, 1]]  # all stack_num rows distinct
+            return idx
         return np.array([], dtype=np.int64)
 
     def prev(self, index: int | np.ndarray) -> Any:
@@ -391,14 +420,18 @@ class _CoreStorage:
         return idx - idx % seg + (idx % seg + 1) % seg
 
     def _gather(self, idx: np.ndarray) -> Any:
+        """The Batch of rows ``idx``; with ``stack_num > 1`` ``obs`` and ``obs_next`` are stacks
+        ``[B, stack_num, *O]`` over :meth:`_stack_rows` (``obs_next`` of each stacked step, as
+        Tianshou's buffers that store ``obs_next``)."""
         v = self._column_views()
-        nxt = self._next_rows(idx)
+        rows = idx if self.stack_num == 1 else self._stack_rows(idx)
+        nxt = self._next_rows(rows)
         obs_v = v["obs"]
         if isinstance(obs_v, dict):
-            obs = {k: a[idx] for k, a in obs_v.items()}
+            obs = {k: a[rows] for k, a in obs_v.items()}
             obs_next = {k: a[nxt] for k, a in obs_v.items()}
         else:
-            obs, obs_next = obs_v[idx], obs_v[nxt]
+            obs, obs_next = obs_v[rows], obs_v[nxt]
         term, trunc = v["terminated"][idx], v["truncated"][idx]
         return Batch(
             obs=obs,
@@ -441,6 +474,9 @@ class _CoreStorage:
             return self[idx], idx
         if len(self) == 0:
             raise EmptyBufferError("cannot sample: the buffer holds no transition yet")
+        if self.stack_num > 1:
+            idx = self.sample_indices(batch_size)
+            return self[idx], idx
         tb = self._core.sample(batch_size)
         out = Batch(
             obs=tb.obs,
