@@ -263,8 +263,8 @@ def test_her_goal_sources_within_episode(ray_session):
     sharded.close()
 
 
-def test_per_frequencies_and_weights(ray_session):
-    n_envs, alpha, beta = 2, 0.7, 0.5
+def _per_pair(n_envs: int, alpha: float, beta: float):
+    """A local PER buffer and a 2-shard one holding the same 60 vector steps."""
     local = rlcore.PrioritizedReplayBuffer(2 * 300, num_envs=n_envs, alpha=alpha, beta=beta, seed=0)
     sharded = ShardedReplayBuffer(
         functools.partial(rlcore.PrioritizedReplayBuffer, 300, alpha=alpha, beta=beta),
@@ -274,6 +274,12 @@ def test_per_frequencies_and_weights(ray_session):
         seed=4,
     )
     _fill([local, sharded], n_envs, 60, seed=5)
+    return local, sharded
+
+
+def test_per_frequencies_and_weights(ray_session):
+    n_envs, alpha, beta = 2, 0.7, 0.5
+    local, sharded = _per_pair(n_envs, alpha, beta)
     assert len(sharded) == len(local) == 120
 
     # one priority per transition (keyed by obs id), set in both buffers
@@ -407,15 +413,7 @@ def test_shards_are_weighted_by_their_eligible_starts_not_their_transitions(ray_
 
 def test_sharded_prioritized_sequences_have_the_local_probabilities_and_weights(ray_session):
     n_envs, alpha, beta, seq_len = 2, 0.7, 0.5, 3
-    local = rlcore.PrioritizedReplayBuffer(2 * 300, num_envs=n_envs, alpha=alpha, beta=beta, seed=0)
-    sharded = ShardedReplayBuffer(
-        functools.partial(rlcore.PrioritizedReplayBuffer, 300, alpha=alpha, beta=beta),
-        num_shards=2,
-        num_envs=n_envs,
-        chunk_rows=16,
-        seed=4,
-    )
-    _fill([local, sharded], n_envs, 60, seed=5)
+    local, sharded = _per_pair(n_envs, alpha, beta)
     # the same TD error per sequence start in both buffers (all steps valid: p = |delta|)
     rng = np.random.default_rng(6)
     starts = {}
