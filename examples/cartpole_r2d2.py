@@ -45,6 +45,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per gradient step")
     parser.add_argument("--normalize-obs", action="store_true", help="running mean/std observation normalisation")
     parser.add_argument("--lr-anneal", action="store_true", help="anneal the learning rate linearly to 0 over --steps")
+    parser.add_argument("--prev-action", action="store_true", help="feed the previous action to the network (R2D2)")
     parser.add_argument("--eval-every", type=int, default=10_000, help="env steps between evaluations")
     parser.add_argument("--out", type=Path, default=None, help="run directory (metrics.jsonl)")
     return parser.parse_args()
@@ -67,6 +68,7 @@ def main() -> None:
             target_update_interval=args.target_update,
             recurrent_size=args.recurrent_size,
             normalize_obs=args.normalize_obs,
+            prev_action_input=args.prev_action,
             lr_anneal_env_steps=args.steps if args.lr_anneal else None,
             seed=args.seed,
         ),

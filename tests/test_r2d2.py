@@ -162,3 +162,31 @@ def test_observation_normalisation_follows_the_collected_observations_and_is_che
     assert other.obs_rms is not None
     torch.testing.assert_close(other.obs_rms.mean, algo.obs_rms.mean)
     torch.testing.assert_close(other.obs_rms.var, algo.obs_rms.var)
+
+
+def test_previous_action_input_is_carried_in_the_stored_state():
+    """With prev_action_input the stored state is [GRU state, one-hot of the action taken before
+    the step]: zeros at an episode's first step, the stored previous action elsewhere; the
+    learner reads the same actions from the sequence."""
+    envs = gym.make_vec("rlcore/CartPoleNoVel-v1", num_envs=2, vectorization_mode="sync")
+    torch.manual_seed(0)
+    algo = R2D2.from_spaces(
+        envs.single_observation_space, envs.single_action_space,
+        R2D2Config(burn_in=2, seq_len=4, recurrent_size=8, hidden=(8,), prev_action_input=True, seed=0),
+    )
+    assert algo.initial_state(3).shape == (3, 10)
+    buf = rlcore.ReplayBuffer(2_000, num_envs=2, seed=0)
+    cfg = OffPolicyTrainerConfig(max_env_steps=300, collect_env_steps=2, warmup_env_steps=100, utd_ratio=1 / 4,
+                                 batch_size=8, n_step=2, seed=0)
+    list(RecurrentTrainer(algo, buf, envs, config=cfg))
+    assert algo.grad_steps > 0
+    h, act, flags = buf.column("h"), buf.column("act"), buf.column("flags")
+    trans = np.flatnonzero(buf.is_transition(np.arange(buf.capacity)))
+    starts = trans[(flags[trans] & 2) > 0]
+    np.testing.assert_array_equal(h[starts, 8:], 0.0)
+    inner = trans[(flags[trans] & 2) == 0]
+    prev = buf.prev(inner)
+    np.testing.assert_array_equal(h[inner, 8:], np.eye(2, dtype=np.float32)[act[prev]])
+    batch = buf.sample_sequences(16, 4, burn_in=2, state="h")
+    stats = algo.update(batch)
+    assert np.isfinite(stats.loss)

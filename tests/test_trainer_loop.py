@@ -86,7 +86,7 @@ def recurrent(**cfg: Any) -> RecurrentTrainer:
         envs.single_observation_space,
         envs.single_action_space,
         R2D2Config(burn_in=2, seq_len=4, hidden=(8,), recurrent_size=8, target_update_interval=5, seed=0,
-                   normalize_obs=True, lr_anneal_env_steps=1_000),
+                   normalize_obs=True, lr_anneal_env_steps=1_000, prev_action_input=True),
         device="cpu",
     )
     config = OffPolicyTrainerConfig(collect_env_steps=20, utd_ratio=0.25, batch_size=4, n_step=2, **cfg)

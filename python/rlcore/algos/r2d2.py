@@ -72,6 +72,10 @@ class R2D2Config:
     on the collected observations; clipped to ±5), for both networks."""
     lr_anneal_env_steps: int | None = None
     """Anneal the learning rate linearly from ``lr`` to 0 over this many env steps (``None``: constant)."""
+    prev_action_input: bool = False
+    """Feed the previous action (one-hot; zeros at an episode's first step) to the network with
+    the observation, as R2D2 does (Kapturowski et al. 2019, sec. 2.3). The recurrent state then
+    carries it: ``[H + A]`` = the GRU state and the one-hot action taken."""
     seed: int | None = None
     """Seed of the exploration generator."""
 
@@ -160,8 +164,12 @@ class R2D2:
         self.optimizer = optimizer
         self.n_actions = n_actions
         self.recurrent_size = q_net.recurrent_size
+        self._prev_width = n_actions if config.prev_action_input else 0
+        self.state_size = self.recurrent_size + self._prev_width
         self.obs_rms = (
-            RunningMeanStd(q_net.obs_dim, eps=1e-8).to(self.device) if config.normalize_obs else None
+            RunningMeanStd(q_net.obs_dim - self._prev_width, eps=1e-8).to(self.device)
+            if config.normalize_obs
+            else None
         )
         self.rng = np.random.default_rng(config.seed)
         self.explore_env_steps = 0
@@ -188,7 +196,8 @@ class R2D2:
             raise ValueError(f"R2D2 needs a Box observation space, got {observation_space}")
         n_actions = int(action_space.n)
         obs_dim = int(np.prod(observation_space.shape))
-        q_net = RecurrentQNetwork(obs_dim, n_actions, config.hidden, config.recurrent_size)
+        in_dim = obs_dim + (n_actions if config.prev_action_input else 0)
+        q_net = RecurrentQNetwork(in_dim, n_actions, config.hidden, config.recurrent_size)
         dev = resolve_device(device)
         q_net.to(dev)
         return cls(q_net=q_net, optimizer=adam(q_net.parameters(), lr=config.lr), n_actions=n_actions,
@@ -209,26 +218,37 @@ class R2D2:
         return self.obs_rms(obs_BTO.reshape(b * t, o)).reshape(b, t, o)
 
     def initial_state(self, n: int) -> np.ndarray:
-        """float32 ``[N, H]`` zeros: the state at an episode's first step."""
-        return np.zeros((n, self.recurrent_size), np.float32)
+        """float32 ``[N, S]`` zeros: the state at an episode's first step (``S = H``, or ``H + A``
+        with ``prev_action_input``)."""
+        return np.zeros((n, self.state_size), np.float32)
+
+    def _inputs(self, obs_BTO: torch.Tensor, prev_BTA: torch.Tensor | None) -> torch.Tensor:
+        """What the network reads at each step: the (normalised) observation, and the previous
+        action's one-hot with ``prev_action_input``."""
+        x = self._norm(obs_BTO)
+        return x if prev_BTA is None else torch.cat([x, prev_BTA], -1)
 
     @torch.no_grad()
     def act(self, obs: Any, state: np.ndarray, *, deterministic: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Actions int64 ``[N]`` and the next state float32 ``[N, H]`` for N observations ``[N, *O]``
-        and the current state ``[N, H]``. Non-deterministic calls act epsilon-greedily and advance
-        the epsilon schedule by N env steps."""
+        """Actions int64 ``[N]`` and the next state float32 ``[N, S]`` for N observations ``[N, *O]``
+        and the current state ``[N, S]`` (:meth:`initial_state`). Non-deterministic calls act
+        epsilon-greedily and advance the epsilon schedule by N env steps."""
         obs_N1O = torch.tensor(np.asarray(obs, np.float32), device=self.device).reshape(len(state), 1, -1)
+        state_NS = torch.tensor(np.asarray(state, np.float32), device=self.device)
+        h = self.recurrent_size
         if self.obs_rms is not None and not deterministic:
             self.obs_rms.update(obs_N1O[:, 0])
-        q_N1A, h_NH = self.q_net(self._norm(obs_N1O), torch.tensor(np.asarray(state, np.float32), device=self.device))
+        prev_N1A = state_NS[:, None, h:] if self._prev_width else None
+        q_N1A, h_NH = self.q_net(self._inputs(obs_N1O, prev_N1A), state_NS[:, :h])
         act_N = q_N1A[:, 0].argmax(-1).cpu().numpy().astype(np.int64)
+        if not deterministic:
+            n = act_N.shape[0]
+            explore_N = self.rng.random(n) < self.epsilon
+            act_N = np.where(explore_N, self.rng.integers(0, self.n_actions, size=n), act_N)
+            self.explore_env_steps += n
         h_next = h_NH.cpu().numpy().astype(np.float32)
-        if deterministic:
-            return act_N, h_next
-        n = act_N.shape[0]
-        explore_N = self.rng.random(n) < self.epsilon
-        act_N = np.where(explore_N, self.rng.integers(0, self.n_actions, size=n), act_N)
-        self.explore_env_steps += n
+        if self._prev_width:
+            h_next = np.concatenate([h_next, np.eye(self.n_actions, dtype=np.float32)[act_N]], 1)
         return act_N, h_next
 
     def update(self, batch: SequenceBatch) -> R2D2Stats:
@@ -251,11 +271,12 @@ class R2D2:
         discount_BL = torch.as_tensor(batch.discount, device=dev).float()
         horizon_BL = torch.as_tensor(batch.horizon, device=dev).long()
         first_B = torch.as_tensor(batch.is_first[:, 0], device=dev)
-        h0_BH = (
+        state0_BS = (
             torch.as_tensor(batch.state["h"], device=dev).float()
             if "h" in batch.state
-            else torch.zeros(b, self.recurrent_size, device=dev)
+            else torch.zeros(b, self.state_size, device=dev)
         )
+        h0_BH = state0_BS[:, : self.recurrent_size]
         weights_B = torch.as_tensor(batch.weights, device=dev).float() if batch.weights is not None else None
 
         # the observation sequence with the bootstrap observation after the last valid step
@@ -263,7 +284,11 @@ class R2D2:
         rows_B = torch.arange(b, device=dev)
         obs_ext_BKO = torch.cat([obs_BLO, torch.zeros_like(obs_BLO[:, :1])], 1)
         obs_ext_BKO[rows_B, valid_B] = obs_next_BLO[rows_B, valid_B - 1]
-        obs_ext_BKO = self._norm(obs_ext_BKO)
+        prev_ext_BKA = None
+        if self._prev_width:  # the action before each step: the stored one, then the sequence's own
+            taken_BLA = F.one_hot(act_BL, self.n_actions).float()
+            prev_ext_BKA = torch.cat([state0_BS[:, None, self.recurrent_size :], taken_BLA], 1)
+        obs_ext_BKO = self._inputs(obs_ext_BKO, prev_ext_BKA)
 
         # online: burn-in (gradient only for sequences that start their episode), then training steps
         q_burn_BTA, h_burn_BH = self.q_net(obs_ext_BKO[:, :bi], h0_BH) if bi else (None, h0_BH)
