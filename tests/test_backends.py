@@ -17,7 +17,6 @@ import pytest
 import rlcore
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from rlcore.collect.collector import Collector
-from rlcore.collect.sampler import RolloutSampler
 from rlcore.envs import EnvPoolBackend, make_vec
 from rlcore.envs.robotics import register_robotics
 from rlcore.errors import ApiUsageError, InvalidValueError
@@ -467,12 +466,11 @@ def test_make_vec_envpool_needs_a_batch_that_divides_num_envs(async_batch: int) 
         make_vec("CartPole-v1", 4, backend="envpool", async_batch=async_batch)
 
 
-def test_gymnasium_backend_refuses_partial_sends_and_sampler_refuses_async() -> None:
+def test_gymnasium_backend_refuses_partial_sends() -> None:
     from rlcore.envs.backends import GymVectorBackend
 
     backend = GymVectorBackend(SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2))
     backend.reset(seed=0)
     with pytest.raises(ApiUsageError, match="all 2 envs"):
         backend.send(np.zeros(1, np.int64), np.array([1]))
-    with pytest.raises(ApiUsageError, match="lock-step"):
-        RolloutSampler(ScriptedAsyncBackend(2, 1, [1, 1]))
+

@@ -26,21 +26,6 @@ torch.set_num_threads(1)
         (
             [
                 "--algo",
-                "ppo",
-                "--env",
-                "CartPole-v1",
-                "--backend",
-                "envpool",
-                "--num-envs",
-                "4",
-                "--async-batch",
-                "2",
-            ],
-            "lock-step",
-        ),
-        (
-            [
-                "--algo",
                 "sac",
                 "--env",
                 "Pendulum-v1",
@@ -54,7 +39,7 @@ torch.set_num_threads(1)
             "multiple of it",
         ),
     ],
-    ids=["gymnasium_partial", "distributed", "on_policy_async", "indivisible"],
+    ids=["gymnasium_partial", "distributed", "indivisible"],
 )
 def test_backend_flags_refuse_in_one_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
@@ -71,8 +56,9 @@ def test_backend_flags_refuse_in_one_line(
     [
         ["--algo", "ppo", "--env", "CartPole-v1", "--steps", "600"],
         ["--algo", "sac", "--env", "Pendulum-v1", "--steps", "300", "--num-envs", "4", "--async-batch", "2"],
+        ["--algo", "ppo", "--env", "CartPole-v1", "--steps", "600", "--num-envs", "4", "--async-batch", "2"],
     ],
-    ids=["ppo_lock_step", "sac_async"],
+    ids=["ppo_lock_step", "sac_async", "ppo_async"],
 )
 def test_train_runs_on_envpool(argv: list[str], tmp_path: Path) -> None:
     pytest.importorskip("envpool")

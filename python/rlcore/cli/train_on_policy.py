@@ -52,11 +52,6 @@ def train_on_policy(args: argparse.Namespace) -> int:
     preset = on_policy_preset_for(args.env, args.algo)
     num_envs = args.num_envs or preset.num_envs
     steps = args.steps or preset.steps
-    if args.backend == "envpool" and args.async_batch not in (None, num_envs):
-        raise UsageError(
-            f"--async-batch {args.async_batch}: {args.algo} collects [T, N] rollouts in lock-step; "
-            "asynchronous collection is for the off-policy algorithms"
-        )
     envs = _make_envs(args.env, num_envs, backend=args.backend, async_batch=args.async_batch, seed=args.seed)
     eval_envs = _make_envs(args.env, 5)
     obs_space, act_space = envs.single_observation_space, envs.single_action_space

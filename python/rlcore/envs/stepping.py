@@ -252,17 +252,26 @@ class EnvStepper:
         self._ep_return_N[:] = 0.0
         self._ep_length_N[:] = 0
 
-    def step(self, act: Any) -> Step:
+    def step(self, act: Any, *, env_ids: np.ndarray | None = None) -> Step:
         """Send ``act`` (``[K, *A]``, row k for env ``ready_ids[k]``; ``[N, *A]`` in lock-step) and
         account for the envs that come back.
 
+        Args:
+            env_ids: asynchronous envs only: send to these ready envs (row k of ``act`` for
+                ``env_ids[k]``) and hold the other ready envs back; they stay ready, with their
+                observations, for a later step. ``None``: every ready env.
+
         Raises:
-            ApiUsageError: :meth:`reset` was never called.
+            ApiUsageError: :meth:`reset` was never called; ``env_ids`` in lock-step, not a subset
+                of the ready envs, or leaving fewer than ``batch_size`` envs in flight (the
+                ``recv`` would wait forever).
         """
         if self.obs is None:
             raise ApiUsageError("EnvStepper.step() before reset(): call reset(seed=...) once first")
+        if env_ids is not None and self.lock_step:
+            raise ApiUsageError("env_ids holds envs back, which lock-step envs cannot do")
         if not self.lock_step:
-            return self._step_async(act)
+            return self._step_async(act, env_ids)
         mode = self.autoreset_mode
         obs = self.obs
         self.backend.send(act, self._all)
@@ -307,15 +316,32 @@ class EnvStepper:
             True,
         )
 
-    def _step_async(self, act: Any) -> Step:
-        """One asynchronous step (NEXT_STEP autoreset): actions to the ready envs, then the rows
-        of the ``batch_size`` envs that finished; each row's ``obs`` and ``act`` are those the env
-        stepped from."""
-        act = np.asarray(act)
-        if self._act_N is None:
-            self._act_N = np.zeros((self.num_envs, *act.shape[1:]), dtype=act.dtype)
-        self._act_N[self.ready_ids] = act
-        self.backend.send(act, self.ready_ids)
+    def _step_async(self, act: Any, env_ids: np.ndarray | None) -> Step:
+        """One asynchronous step (NEXT_STEP autoreset): actions to the ready envs (or to
+        ``env_ids`` of them, the others held), then the rows of the ``batch_size`` envs that
+        finished; each row's ``obs`` and ``act`` are those the env stepped from."""
+        send = self.ready_ids
+        held = self.ready_ids[:0]
+        if env_ids is not None:
+            send = np.asarray(env_ids, dtype=np.int64).reshape(-1)
+            is_ready = np.zeros(self.num_envs, bool)
+            is_ready[self.ready_ids] = True
+            if not is_ready[send].all() or len(np.unique(send)) != len(send):
+                raise ApiUsageError(f"env_ids {send.tolist()} must be distinct ready envs {self.ready_ids.tolist()}")
+            is_ready[send] = False
+            held = np.flatnonzero(is_ready)
+            in_flight = self.num_envs - len(held)
+            if in_flight < self.batch_size:
+                raise ApiUsageError(
+                    f"holding {len(held)} envs back leaves {in_flight} in flight, fewer than batch_size="
+                    f"{self.batch_size}: the next recv would wait forever"
+                )
+        if send.size:
+            act = np.asarray(act)
+            if self._act_N is None:
+                self._act_N = np.zeros((self.num_envs, *act.shape[1:]), dtype=act.dtype)
+            self._act_N[send] = act
+            self.backend.send(act, send)
         env_obs, rew_K, term_K, trunc_K, info, ids = self.backend.recv()
         obs = obs_rows(self.obs, ids)
         act_K = self._act_N[ids]
@@ -329,7 +355,7 @@ class EnvStepper:
             self.obs[ids] = obs_next
         episodes = self._account(ids, rew_K, transition_K, done_K, info)
         self._next_is_reset_N[ids] = done_K
-        self.ready_ids = ids
+        self.ready_ids = np.concatenate([held, ids]) if held.size else ids
         transitions = int(transition_K.sum())
         self.env_steps += transitions
         self.episodes += len(episodes)
