@@ -96,7 +96,7 @@ def preset_for(env_id: str, *, her: bool) -> Preset:
                     "target_update_interval": 250,
                     "eps_start": 1.0,
                     "eps_end": 0.01,
-                    "double_q": True,
+                    "double_q": False,
                     "eval_epsilon": 0.05,
                 }
             },
