@@ -6,6 +6,8 @@ The ALE tests need the ``atari`` extra (ale-py, OpenCV); CI installs it (``make 
 from __future__ import annotations
 
 import json
+import runpy
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -309,3 +311,15 @@ def test_cli_trains_dqn_on_breakout_for_2k_steps(tmp_path: Path) -> None:
     assert last["eval/episodes"] == 10 and last["eval/return_mean"] >= 0  # raw score of whole games
     assert max(r["eval/length_mean"] for r in rows if "eval/length_mean" in r) > 100
     assert (out / "checkpoint").is_dir()
+
+
+@needs_ale
+def test_atari_example_runs_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "atari_dqn.py"
+    argv = ["--steps", "600", "--warmup-env-steps", "500", "--capacity", "1000", "--eval-episodes", "1",
+            "--no-progress", "--device", "cpu", "--out", str(tmp_path / "run")]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", [example.name, *argv])
+    runpy.run_path(str(example), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "gradient steps: 25" in out and "final eval return" in out
+    assert (tmp_path / "run" / "metrics.jsonl").is_file()
