@@ -65,6 +65,7 @@ BAD = [
     # probabilities and discounts in [0, 1]
     (DQNConfig, "eps_start", 1.5),
     (DQNConfig, "eps_end", -0.1),
+    (DQNConfig, "eval_epsilon", 1.5),
     (DDPGConfig, "random_action_prob", 1.1),
     (VPGConfig, "gamma", 1.5),
     (VPGConfig, "gae_lambda", -0.1),

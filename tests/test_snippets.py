@@ -40,6 +40,7 @@ EXTRA_IMPORTS = {
     "torch": ["torch"],
     "mujoco": ["mujoco"],
     "envpool": ["envpool"],
+    "atari": ["ale_py", "cv2"],
 }
 NOT_CODE = {"text", "toml", "json", "yaml"}
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -73,7 +74,11 @@ class JsonlLogger:
     """Append one JSON line of flattened metrics per iteration to ``path``.
 
     Iterations with neither a finished episode nor an evaluation are written only every
-    ``every_iterations`` iterations, so per-step iterations do not flood the file.
+    ``every_iterations`` iterations, so per-step iterations do not flood the file. Every line also
+    carries the wall time since the logger was made and its split, summed over *all* iterations
+    written to the logger (thinned ones included), in seconds: ``time/wall_s``,
+    ``time/collect_total_s``, ``time/update_total_s``, ``time/eval_total_s`` (a resumed run's
+    logger starts them at 0 again).
 
     Args:
         path: the ``.jsonl`` file (parent directories are created).
@@ -84,13 +89,22 @@ class JsonlLogger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.every = max(1, every_iterations)
+        self._start = time.perf_counter()
+        self._totals = {"collect": 0.0, "update": 0.0, "eval": 0.0}
         self._file: IO[str] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     def write(self, stats: EpochStats) -> None:
         """Write the iteration's metrics (see the class docstring for thinning)."""
+        t = stats.time
+        self._totals["collect"] += t.collect_s
+        self._totals["update"] += t.update_s
+        self._totals["eval"] += t.eval_s
         if stats.rollout.episodes == 0 and stats.eval is None and stats.iteration % self.every:
             return
-        self._file.write(json.dumps(flatten_stats(stats)) + "\n")
+        row = flatten_stats(stats)
+        row["time/wall_s"] = time.perf_counter() - self._start
+        row.update({f"time/{k}_total_s": v for k, v in self._totals.items()})
+        self._file.write(json.dumps(row) + "\n")
         self._file.flush()
 
     def close(self) -> None:

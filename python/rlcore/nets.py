@@ -5,7 +5,13 @@ flattened, and optionally normalised, by an :class:`ObsEncoder` that the algorit
 forward pass and shares between actor and critic (and their target copies, so a target network never
 carries stale normaliser statistics).
 
-Dimension letters: B batch, O flat observation size, A action size, K ensemble members (critics).
+Image observations (uint8 ``[C, H, W]``, e.g. Atari frame stacks) are not flattened: a
+:class:`PixelObs` encoder passes them through as uint8, and the :class:`NatureCNN` of the
+Q-network casts and scales them on the device the network lives on (so a replay batch travels to
+the GPU as uint8, a quarter of float32's bytes).
+
+Dimension letters: B batch, O flat observation size, A action size, K ensemble members (critics),
+C channels (stacked frames), H and W image height and width.
 """
 
 from __future__ import annotations
@@ -18,14 +24,20 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.errors import DTypeError
+
 __all__ = [
     "DeterministicActor",
     "DiscreteQNetwork",
     "EnsembleLinear",
     "EnsembleQNetwork",
+    "ImageQNetwork",
+    "NatureCNN",
     "ObsEncoder",
+    "PixelObs",
     "RunningMeanStd",
     "SquashedGaussianActor",
+    "is_image_space",
     "mlp",
 ]
 
@@ -378,3 +390,110 @@ class DiscreteQNetwork(nn.Module):
         h = self.trunk(obs_BO)
         adv = self.advantage(h)
         return self.value(h) + adv - adv.mean(-1, keepdim=True)
+
+
+def is_image_space(space: gym.Space) -> bool:
+    """Whether ``space`` holds images for a CNN: a uint8 ``Box`` of 3 dims ``[C, H, W]`` (channels
+    first, as gymnasium's ``FrameStackObservation`` of grayscale frames gives)."""
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+
+
+class PixelObs(nn.Module):
+    """The observation encoder for image spaces (:func:`is_image_space`): passes the uint8 batch
+    ``[B, C, H, W]`` through unchanged, so that it reaches the CNN as uint8 (:class:`NatureCNN`
+    scales it). Same surface as :class:`ObsEncoder` (``update`` is a no-op; no normalisation).
+
+    Args:
+        observation_space: a uint8 ``Box`` ``[C, H, W]``.
+
+    Raises:
+        ValueError: ``observation_space`` is not an image space.
+    """
+
+    def __init__(self, observation_space: gym.Space) -> None:
+        super().__init__()
+        if not is_image_space(observation_space):
+            raise ValueError(f"PixelObs needs a uint8 Box of shape [C, H, W], got {observation_space}")
+        assert isinstance(observation_space, gym.spaces.Box)
+        self.shape: tuple[int, ...] = tuple(int(d) for d in observation_space.shape)
+        self.normalizer = None
+
+    def update(self, obs: torch.Tensor) -> None:
+        """No-op (images are scaled by a fixed 1/255, not by running statistics)."""
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Return ``obs`` itself, uint8 ``[B, C, H, W]``."""
+        return obs
+
+
+class NatureCNN(nn.Module):
+    """The convolutional torso of DQN (Mnih et al. 2015, "Methods: model architecture"): conv 32
+    filters 8x8 stride 4, conv 64 4x4 stride 2, conv 64 3x3 stride 1, each with ReLU, then a fully
+    connected layer of ``features`` (512) units with ReLU.
+
+    The input is uint8 pixels; ``forward`` casts them to float32 and multiplies by 1/255 on the
+    device of the input (keep the batch uint8 until here: the host-to-GPU copy moves 1 byte per
+    pixel).
+
+    Args:
+        in_shape: ``(C, H, W)`` of one observation (``(4, 84, 84)`` for stacked Atari frames; any
+            ``H, W >= 36`` works, the flattened size is computed from it).
+        features: width of the fully connected layer.
+
+    Raises:
+        ValueError: ``in_shape`` is not 3 positive dims or too small for the three convolutions.
+    """
+
+    def __init__(self, in_shape: Sequence[int], *, features: int = 512) -> None:
+        super().__init__()
+        if len(in_shape) != 3 or min(in_shape) < 1:
+            raise ValueError(f"NatureCNN needs in_shape (C, H, W), got {tuple(in_shape)}")
+        c, h, w = (int(d) for d in in_shape)
+        if min(h, w) < 36:
+            raise ValueError(f"NatureCNN needs H, W >= 36 pixels, got {h} x {w}")
+        self.in_shape = (c, h, w)
+        self.convs = nn.Sequential(
+            nn.Conv2d(c, 32, kernel_size=8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, kernel_size=4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, kernel_size=3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = int(self.convs(torch.zeros(1, c, h, w)).shape[1])  # 3136 = 64 * 7 * 7 for 84 x 84
+        self.fc = nn.Sequential(nn.Linear(flat, features), nn.ReLU())
+        self.dim = features
+
+    def forward(self, obs_BCHW: torch.Tensor) -> torch.Tensor:
+        """Return features float32 ``[B, features]`` of uint8 pixels ``[B, C, H, W]``.
+
+        Raises:
+            DTypeError: the pixels are not uint8 (float input was probably scaled already).
+        """
+        if obs_BCHW.dtype != torch.uint8:
+            raise DTypeError(f"NatureCNN takes uint8 pixels [B, C, H, W], got {obs_BCHW.dtype}")
+        x = obs_BCHW.to(torch.float32).mul_(1.0 / 255.0)
+        return self.fc(self.convs(x))
+
+
+class ImageQNetwork(nn.Module):
+    """``Q(o, ·)`` of image observations: :class:`NatureCNN` then a linear layer to the actions
+    (DQN's network, Mnih et al. 2015), or with ``dueling=True`` value and advantage streams on the
+    512 features (Wang et al. 2016, eq. 9; the streams share the CNN's fully connected layer).
+
+    Args:
+        in_shape: ``(C, H, W)`` of one observation.
+        n_actions: number of discrete actions.
+        dueling: use a dueling head.
+    """
+
+    def __init__(self, in_shape: Sequence[int], n_actions: int, *, dueling: bool = False) -> None:
+        super().__init__()
+        self.cnn = NatureCNN(in_shape)
+        self.head = DiscreteQNetwork(self.cnn.dim, n_actions, (self.cnn.dim,) if dueling else (), dueling=dueling)
+
+    def forward(self, obs_BCHW: torch.Tensor) -> torch.Tensor:
+        """Return ``q_BA``, float32 ``[B, n_actions]``, of uint8 pixels ``[B, C, H, W]``."""
+        return self.head(self.cnn(obs_BCHW))

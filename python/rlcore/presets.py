@@ -8,13 +8,17 @@ from typing import Any
 
 from rlcore.algos.gail import GAILConfig
 from rlcore.algos.ppo import PPOConfig
+from rlcore.buffers.replay import ReplayBuffer
+from rlcore.envs.atari import is_atari
 from rlcore.trainers.on_policy import OnPolicyTrainerConfig
 
 __all__ = [
+    "ATARI_CAPACITY",
     "MUJOCO_ENVS",
     "GAILSettings",
     "OnPolicyPreset",
     "Preset",
+    "atari_replay_buffer",
     "gail_settings",
     "on_policy_preset_for",
     "preset_for",
@@ -47,10 +51,60 @@ class Preset:
     """Anneal DQN's learning rate linearly to 0 over the run (``--steps``)."""
     n_step: int = 1
     """Default ``--n-step``."""
+    dqn_eps_decay_fraction: float | None = None
+    """Decay DQN's epsilon over this fraction of the run (``--steps``) instead of the config's
+    ``eps_decay_env_steps``."""
+
+
+ATARI_CAPACITY = 100_000
+"""Replay capacity of Atari runs: SB3 zoo's ``buffer_size`` for Atari DQN. Stored as whole frame
+stacks today, 28,224 bytes per transition (2.8 GB)."""
+
+
+def atari_replay_buffer(capacity: int, *, num_envs: int, seed: int) -> ReplayBuffer:
+    """The replay buffer of every Atari DQN run (``rlcore train`` and ``examples/atari_dqn.py``):
+    a uniform :class:`~rlcore.buffers.replay.ReplayBuffer` of ``capacity`` rows that stores each
+    uint8 ``[4, 84, 84]`` observation whole (28 kB per row). The one place to switch to storing
+    each frame once (``frame_stack=4``) when the core has it."""
+    return ReplayBuffer(capacity, num_envs=num_envs, seed=seed)
 
 
 def preset_for(env_id: str, *, her: bool) -> Preset:
-    """The defaults for ``env_id`` (goal envs with HER, Pendulum, CartPole, MuJoCo, anything else)."""
+    """The defaults for ``env_id`` (goal envs with HER, Atari, Pendulum, CartPole, MuJoCo, anything else)."""
+    if not her and is_atari(env_id):
+        # DQN's Atari settings: RL Baselines3 Zoo's dqn.yml for Atari (lr 1e-4, batch 32, buffer
+        # 100k, train_freq 4, target_update_interval 1000 env steps = 250 gradient steps,
+        # exploration_fraction 0.1, final eps 0.01, Huber loss, gradient norm 10), with 20k
+        # random warm-up steps (the zoo: 100k of 10M) for a 500k-step run; gamma 0.99. Evaluation
+        # with epsilon 0.05 (Mnih et al. 2015) on whole games with the raw score.
+        return Preset(
+            num_envs=1,
+            steps=500_000,
+            capacity=ATARI_CAPACITY,
+            gamma=0.99,
+            trainer={
+                "collect_env_steps": 4,
+                "utd_ratio": 0.25,
+                "batch_size": 32,
+                "warmup_env_steps": 20_000,
+                "eval_episodes": 10,
+            },
+            eval_every_env_steps=25_000,
+            algo={
+                "dqn": {
+                    "lr": 1e-4,
+                    "loss": "huber",
+                    "huber_delta": 1.0,
+                    "max_grad_norm": 10.0,
+                    "target_update_interval": 250,
+                    "eps_start": 1.0,
+                    "eps_end": 0.01,
+                    "double_q": False,
+                    "eval_epsilon": 0.05,
+                }
+            },
+            dqn_eps_decay_fraction=0.1,
+        )
     if her:
         gamma = 0.98
         clip = (-1.0 / (1.0 - gamma), 0.0)

@@ -34,7 +34,7 @@ from rlcore.algos.common import (
     weighted_mean,
 )
 from rlcore.batch import TransitionBatch
-from rlcore.nets import DiscreteQNetwork, ObsEncoder
+from rlcore.nets import DiscreteQNetwork, ImageQNetwork, ObsEncoder, PixelObs, is_image_space
 from rlcore.stats import not_logged
 
 __all__ = ["DQN", "DQNConfig", "DQNStats"]
@@ -45,7 +45,8 @@ class DQNConfig:
     """Hyperparameters of :class:`DQN` (defaults follow CleanRL's CartPole ``dqn.py``)."""
 
     hidden: tuple[int, ...] = (128, 128)
-    """Hidden layer widths of the Q-network (used by ``from_spaces``)."""
+    """Hidden layer widths of the MLP Q-network (used by ``from_spaces``; image observations get
+    the Nature CNN instead, :class:`~rlcore.nets.ImageQNetwork`)."""
     lr: float = 5e-4
     """Adam learning rate (used by ``from_spaces``; the start of the annealing below)."""
     lr_anneal_env_steps: int | None = None
@@ -71,8 +72,14 @@ class DQNConfig:
     """Exploration epsilon after ``eps_decay_env_steps`` env steps."""
     eps_decay_env_steps: int = 10_000
     """Env steps (counted in ``act(deterministic=False)``) over which epsilon decays linearly."""
+    eval_epsilon: float = 0.0
+    """Epsilon of ``act(deterministic=True)``, the evaluation policy: 0 is greedy. DQN's Atari
+    evaluation uses 0.05 (Mnih et al. 2015, "Methods: evaluation procedure"); it also breaks the
+    loops a greedy policy can play forever (up to the game's 27k-step limit). Its draws come from
+    a generator of their own (``seed + 1``), so evaluation does not move the exploration stream."""
     normalize_obs: bool = False
-    """Normalise observations with running statistics (used by ``from_spaces``)."""
+    """Normalise observations with running statistics (used by ``from_spaces``; not for image
+    observations, which the CNN scales by 1/255)."""
     seed: int | None = None
     """Seed of the exploration generator (epsilon-greedy coin and random actions)."""
 
@@ -85,7 +92,7 @@ class DQNConfig:
             counts=("lr_anneal_env_steps", "target_update_interval"),
             counts_from_zero=("eps_decay_env_steps",),
             positive_unit_interval=("tau",),
-            unit_interval=("eps_start", "eps_end"),
+            unit_interval=("eps_start", "eps_end", "eval_epsilon"),
             choices={"loss": ("huber", "mse")},
         )
 
@@ -115,7 +122,8 @@ class DQN:
     """Double DQN for discrete actions.
 
     Args:
-        encoder: flattens/normalises observations; shared by online and target network.
+        encoder: flattens/normalises observations (:class:`~rlcore.nets.PixelObs` passes uint8
+            images through); shared by online and target network.
         q_net: maps ``obs_BO`` to ``q_BA`` (``[B, n_actions]``).
         optimizer: optimises ``q_net`` (and nothing else).
         n_actions: size of the discrete action space.
@@ -126,7 +134,7 @@ class DQN:
     def __init__(
         self,
         *,
-        encoder: ObsEncoder,
+        encoder: ObsEncoder | PixelObs,
         q_net: torch.nn.Module,
         optimizer: torch.optim.Optimizer,
         n_actions: int,
@@ -143,6 +151,7 @@ class DQN:
         self.optimizer = optimizer
         self.n_actions = n_actions
         self.rng = np.random.default_rng(config.seed)
+        self.eval_rng = np.random.default_rng(None if config.seed is None else config.seed + 1)
         self.explore_env_steps = 0
         self.grad_steps = 0
 
@@ -155,17 +164,31 @@ class DQN:
         *,
         device: str | torch.device | None = None,
     ) -> DQN:
-        """Build the default MLP Q-network and Adam optimizer for single-env spaces.
+        """Build the default Q-network and Adam optimizer for single-env spaces.
+
+        Image observations (:func:`~rlcore.nets.is_image_space`: a uint8 ``Box`` ``[C, H, W]``,
+        e.g. stacked Atari frames) get the Nature CNN (:class:`~rlcore.nets.ImageQNetwork`) and stay
+        uint8 up to the network; any other ``Box`` or ``Dict`` space gets an MLP of
+        ``config.hidden`` on the flattened observation.
 
         Raises:
-            ValueError: the action space is not ``Discrete``.
+            ValueError: the action space is not ``Discrete``; ``normalize_obs`` with image
+                observations.
         """
         config = config or DQNConfig()
         if not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError(f"DQN needs a Discrete action space, got {action_space}")
         n_actions = int(action_space.n)
-        encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
-        q_net = DiscreteQNetwork(encoder.dim, n_actions, config.hidden, dueling=config.dueling)
+        encoder: ObsEncoder | PixelObs
+        q_net: torch.nn.Module
+        if is_image_space(observation_space):
+            if config.normalize_obs:
+                raise ValueError("normalize_obs is for vector observations; the CNN scales images by 1/255")
+            encoder = PixelObs(observation_space)
+            q_net = ImageQNetwork(encoder.shape, n_actions, dueling=config.dueling)
+        else:
+            encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
+            q_net = DiscreteQNetwork(encoder.dim, n_actions, config.hidden, dueling=config.dueling)
         dev = resolve_device(device)
         q_net.to(dev)
         return cls(
@@ -186,15 +209,21 @@ class DQN:
 
     @torch.no_grad()
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
-        """Greedy (or epsilon-greedy) actions int64 ``[N]`` for a NumPy batch of N observations.
+        """Epsilon-greedy actions int64 ``[N]`` for a NumPy batch of N observations.
 
-        Non-deterministic calls advance the epsilon schedule by N env steps.
+        ``deterministic=False`` (training): epsilon of the schedule (:attr:`epsilon`); the call
+        advances the schedule by N env steps. ``deterministic=True`` (evaluation): epsilon
+        ``config.eval_epsilon``, greedy at its default 0.
         """
         q_NA = self.q_net(self.encoder(obs_to_torch(obs, self.device)))
         act_N = q_NA.argmax(-1).cpu().numpy().astype(np.int64)
-        if deterministic:
-            return act_N
         n = act_N.shape[0]
+        if deterministic:
+            eps = self.config.eval_epsilon
+            if eps == 0.0:
+                return act_N
+            explore_N = self.eval_rng.random(n) < eps
+            return np.where(explore_N, self.eval_rng.integers(0, self.n_actions, size=n), act_N)
         explore_N = self.rng.random(n) < self.epsilon
         act_N = np.where(explore_N, self.rng.integers(0, self.n_actions, size=n), act_N)
         self.explore_env_steps += n
@@ -258,6 +287,7 @@ class DQN:
             "explore_env_steps": self.explore_env_steps,
             "grad_steps": self.grad_steps,
             "rng": self.rng.bit_generator.state,
+            "eval_rng": self.eval_rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -269,3 +299,5 @@ class DQN:
         self.explore_env_steps = int(state["explore_env_steps"])
         self.grad_steps = int(state["grad_steps"])
         self.rng.bit_generator.state = state["rng"]
+        if "eval_rng" in state:  # checkpoints before eval_epsilon have none (greedy evaluation)
+            self.eval_rng.bit_generator.state = state["eval_rng"]

@@ -43,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--steps", type=int, default=None, help="training env steps (default: per env)")
     train.add_argument("--seed", type=int, default=0, help="seed of envs, networks and buffer (default 0)")
     train.add_argument(
+        "--warmup-env-steps",
+        type=int,
+        default=None,
+        help="off-policy algorithms: env steps of uniformly random actions before the first update "
+        "(learning_starts; default: per env)",
+    )
+    train.add_argument(
         "--device", default="auto", help="torch device: auto, cpu, cuda, cuda:1 ... (default auto)"
     )
     train.add_argument("--num-envs", type=int, default=None, help="training envs (default: per env)")

@@ -21,7 +21,27 @@ from rlcore.cli.common import (
     load_resume,
     prepare_run_dir,
 )
-from rlcore.presets import preset_for, recurrent_preset_for
+from rlcore.envs.atari import is_atari
+from rlcore.presets import atari_replay_buffer, preset_for, recurrent_preset_for
+
+
+def _make_atari_envs(args: argparse.Namespace, num_envs: int) -> tuple[Any, Any]:
+    """Training and evaluation envs of an Atari game (:mod:`rlcore.envs.atari`): training envs clip
+    rewards to their sign and end an episode at every lost life; the one evaluation env plays
+    whole games and reports the raw score."""
+    from rlcore.envs.atari import make_atari_vec
+    from rlcore.errors import ApiUsageError, InvalidValueError
+
+    if args.backend != "gymnasium":
+        raise UsageError(f"{args.env}: Atari games run on --backend gymnasium (EnvPool's Atari is not wired in)")
+    try:
+        envs = make_atari_vec(
+            args.env, num_envs, async_batch=args.async_batch, clip_reward=True, terminal_on_life_loss=True
+        )
+        eval_envs = make_atari_vec(args.env, 1, clip_reward=False, terminal_on_life_loss=False)
+    except (ApiUsageError, InvalidValueError) as e:
+        raise UsageError(str(e)) from e
+    return envs, eval_envs
 
 
 def train_command(args: argparse.Namespace) -> int:
@@ -68,6 +88,11 @@ def train_command(args: argparse.Namespace) -> int:
         raise UsageError(f"--steps must be >= 1, got {args.steps}")
     if args.num_envs is not None and args.num_envs < 1:
         raise UsageError(f"--num-envs must be >= 1, got {args.num_envs}")
+    if args.warmup_env_steps is not None and args.warmup_env_steps < 0:
+        raise UsageError(f"--warmup-env-steps must be >= 0, got {args.warmup_env_steps}")
+    atari = is_atari(args.env)
+    if atari and (args.algo != "dqn" or args.her or args.distributed):
+        raise UsageError(f"{args.env}: Atari games train with --algo dqn (no --her, no --distributed)")
     try:
         device = resolve_device(args.device)
         torch.empty(1, device=device)
@@ -78,8 +103,11 @@ def train_command(args: argparse.Namespace) -> int:
     num_envs = args.num_envs or preset.num_envs
     steps = args.steps or preset.steps
     n_step = args.n_step if args.n_step is not None else preset.n_step
-    envs = _make_envs(args.env, num_envs, backend=args.backend, async_batch=args.async_batch, seed=args.seed)
-    eval_envs = _make_envs(args.env, 5 if args.her or recurrent else 1)
+    if atari:
+        envs, eval_envs = _make_atari_envs(args, num_envs)
+    else:
+        envs = _make_envs(args.env, num_envs, backend=args.backend, async_batch=args.async_batch, seed=args.seed)
+        eval_envs = _make_envs(args.env, 5 if args.her or recurrent else 1)
     obs_space, act_space = envs.single_observation_space, envs.single_action_space
 
     is_goal = isinstance(obs_space, gym.spaces.Dict) and {"achieved_goal", "desired_goal"} <= set(
@@ -105,6 +133,8 @@ def train_command(args: argparse.Namespace) -> int:
         overrides["seed"] = args.seed
     if args.algo == "dqn" and preset.dqn_lr_anneal:
         overrides["lr_anneal_env_steps"] = steps
+    if args.algo == "dqn" and preset.dqn_eps_decay_fraction is not None:
+        overrides["eps_decay_env_steps"] = int(preset.dqn_eps_decay_fraction * steps)
     if is_goal and args.algo != "ddpg":
         overrides.setdefault("normalize_obs", True)
     algo_cls: Any
@@ -138,10 +168,14 @@ def train_command(args: argparse.Namespace) -> int:
         buffer = rlcore.PrioritizedReplayBuffer(
             capacity, num_envs=num_envs, seed=args.seed, alpha=0.6, beta=0.4
         )
+    elif atari:
+        buffer = atari_replay_buffer(capacity, num_envs=num_envs, seed=args.seed)
     else:
         buffer = rlcore.ReplayBuffer(capacity, num_envs=num_envs, seed=args.seed)
 
     trainer_kw = dict(preset.trainer)
+    if args.warmup_env_steps is not None:
+        trainer_kw["warmup_env_steps"] = args.warmup_env_steps
     collect = trainer_kw.get("collect_env_steps", 1)
     trainer_config = OffPolicyTrainerConfig(
         max_env_steps=steps,

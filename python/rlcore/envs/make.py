@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -22,6 +23,8 @@ def make_vec(
     async_batch: int | None = None,
     seed: int | None = None,
     max_episode_steps: int | None = None,
+    wrappers: Sequence[Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]] = (),
+    make_kwargs: Mapping[str, Any] | None = None,
 ) -> gym.vector.VectorEnv | EnvPoolBackend:
     """N envs of ``env_id`` for :class:`~rlcore.collect.collector.Collector`,
     :class:`~rlcore.collect.sampler.RolloutSampler` and the trainers.
@@ -42,6 +45,11 @@ def make_vec(
             seeded by their first reset (the collector's ``reset(seed=...)``, which the trainers
             call), so it is unused there.
         max_episode_steps: override the id's time limit.
+        wrappers: gymnasium backend only: applied to each sub-env, first one innermost
+            (``gymnasium.make_vec``'s ``wrappers``; :func:`rlcore.envs.atari.make_atari_vec`
+            passes its Atari preprocessing here).
+        make_kwargs: gymnasium backend only: keyword arguments of each sub-env's ``gym.make``
+            (e.g. ``{"frameskip": 1}`` for an ALE game).
 
     Returns:
         a gymnasium ``VectorEnv`` (gymnasium) or an
@@ -49,7 +57,7 @@ def make_vec(
 
     Raises:
         InvalidValueError: ``num_envs < 1``, an ``async_batch`` the backend cannot do, an unknown
-            backend.
+            backend, ``wrappers`` or ``make_kwargs`` with EnvPool.
         ApiUsageError: envpool is not installed, or the id is unknown to the backend.
     """
     if num_envs < 1:
@@ -66,10 +74,18 @@ def make_vec(
         if env_id not in gym.registry:
             raise ApiUsageError(f"unknown gymnasium environment {env_id!r}")
         mode = "sync" if async_batch is None else "async"
-        kwargs: dict[str, Any] = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-        return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **kwargs)
+        kwargs: dict[str, Any] = dict(make_kwargs or {})
+        if max_episode_steps is not None:
+            kwargs["max_episode_steps"] = max_episode_steps
+        return gym.make_vec(
+            env_id, num_envs=num_envs, vectorization_mode=mode, wrappers=list(wrappers) or None, **kwargs
+        )
     if backend != "envpool":
         raise InvalidValueError(f"backend must be 'gymnasium' or 'envpool', got {backend!r}")
+    if wrappers or make_kwargs:
+        raise InvalidValueError(
+            "wrappers and make_kwargs are for backend='gymnasium'; EnvPool builds its envs in C++"
+        )
     batch = num_envs if async_batch is None else async_batch
     if not 1 <= batch <= num_envs or num_envs % batch:
         raise InvalidValueError(
