@@ -108,6 +108,9 @@ def test_cli_trains_r2d2_and_writes_metrics(tmp_path):
     assert main(argv) == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["time/env_steps"] >= 300 and np.isfinite(rows[-1]["eval/return_mean"])
+    algo = json.loads((out / "config.json").read_text())["algo_config"]
+    # the preset's "anneal over --steps" is resolved to the run's length
+    assert algo["lr_anneal_env_steps"] == 300 and algo["prev_action_input"] and algo["normalize_obs"]
     assert main([*argv[:-5], "--her", "--out", str(tmp_path / "x")]) != 0
 
 

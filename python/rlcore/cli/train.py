@@ -133,6 +133,8 @@ def train_command(args: argparse.Namespace) -> int:
         overrides["seed"] = args.seed
     if args.algo == "dqn" and preset.dqn_lr_anneal:
         overrides["lr_anneal_env_steps"] = steps
+    if overrides.get("lr_anneal_env_steps") is True:  # a preset's "anneal over --steps"
+        overrides["lr_anneal_env_steps"] = steps
     if args.algo == "dqn" and preset.dqn_eps_decay_fraction is not None:
         overrides["eps_decay_env_steps"] = int(preset.dqn_eps_decay_fraction * steps)
     if is_goal and args.algo != "ddpg":
