@@ -784,7 +784,11 @@ fn gather(
         let p0 = st.phys(s.env, s.t);
         o.start_indices[i] = p0 as i64;
         // where the episode's frames start (stacked observations)
-        let fs = if st.k1 > 0 { st.frames_from(s.env, p0) } else { 0 };
+        let fs = if st.k1 > 0 {
+            st.frames_from(s.env, p0)
+        } else {
+            0
+        };
         for (k, &j) in state.iter().enumerate() {
             let c = &sc.step[j];
             let ib = c.item_bytes;

@@ -9,8 +9,8 @@ use crate::mem::{bytes_of, bytes_of_mut, Plain};
 use crate::per::MAX_PRIORITY;
 use crate::replay::ReplayCore;
 use crate::rng::Rng;
-use crate::schema::{ColumnSpec, OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC};
 use crate::schema::Schema;
+use crate::schema::{ColumnSpec, OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC};
 use crate::storage::{
     segment_len_for, EnvState, F_CUT, F_EP_START, F_PREFIX, F_TERMINAL, F_TRANSITION, OPEN,
 };
@@ -149,7 +149,13 @@ pub fn state_layout_for(
 /// (name, dtype, stored row shape) of every column of `sc`.
 fn stored_columns(sc: &Schema) -> Vec<(&str, DType, &[usize])> {
     sc.columns()
-        .map(|c| (c.spec.name.as_str(), c.spec.dtype, c.stored_shape.as_slice()))
+        .map(|c| {
+            (
+                c.spec.name.as_str(),
+                c.spec.dtype,
+                c.stored_shape.as_slice(),
+            )
+        })
         .collect()
 }
 
@@ -440,8 +446,7 @@ impl ReplayCore {
                 let pre = ep_pre.get(rec).map_or(0, |&x| u64::from(x));
                 // prefix rows lie before the episode's first row, its other rows from it on
                 let prefix = flags[p] & F_PREFIX != 0;
-                if prefix
-                    && (flags[p] != F_PREFIX || abs >= start || abs + pre < start || k1 == 0)
+                if prefix && (flags[p] != F_PREFIX || abs >= start || abs + pre < start || k1 == 0)
                 {
                     return Err(CoreError::corrupt(format!(
                         "saved prefix row {p} (row {abs} of env {e}) is not one of the {pre} \
@@ -651,6 +656,47 @@ mod tests {
                 assert_eq!(full, exported);
             }
         }
+    }
+
+    #[test]
+    fn frame_stacked_layouts_store_one_frame_per_row_and_match_the_built_buffer() {
+        let obs = vec![ColumnSpec::new("obs", DType::U8, vec![4, 84, 84])];
+        let step = vec![ColumnSpec::new("act", DType::I64, vec![])];
+        for per in [false, true] {
+            let mut core = ReplayCore::new(20, 2, 0).unwrap(); // ok: test
+            core.enable_frame_stack(4).unwrap(); // ok: test
+            if per {
+                core.enable_per(0.6, 0.4, 1e-6).unwrap(); // ok: test
+            }
+            let bare = state_layout_for(20, 2, &obs, &[], per, Some(4)).unwrap(); // ok: test
+            assert_eq!(bare, core.state_layout());
+            core.declare(obs.clone(), step.clone()).unwrap(); // ok: test
+            let full = state_layout_for(20, 2, &obs, &step, per, Some(4)).unwrap(); // ok: test
+            assert_eq!(full, core.state_layout());
+            assert_eq!(full[0], ("col:obs".into(), DType::U8, vec![20, 84, 84]));
+            assert!(full.iter().any(|p| p.0 == "ep_pre"));
+            // the caller's view keeps the stack axis; a row record holds one frame
+            assert_eq!(core.schema().0, obs);
+            assert_eq!(core.obs_columns()[0].item_bytes, 84 * 84);
+            assert!(core.nbytes() >= 20 * (16 + 84 * 84 + 8));
+        }
+        let plain = state_layout_for(20, 2, &obs, &step, false, None).unwrap(); // ok: test
+        assert!(!plain.iter().any(|p| p.0 == "ep_pre"));
+        // a stack axis other than k, k = 0, and too few rows per env are refused
+        assert!(matches!(
+            state_layout_for(20, 2, &obs, &step, false, Some(3)),
+            Err(CoreError::Shape(_))
+        ));
+        let mut core = ReplayCore::new(8, 2, 0).unwrap(); // ok: test
+        assert!(matches!(
+            core.enable_frame_stack(0),
+            Err(CoreError::InvalidValue(_))
+        ));
+        core.enable_frame_stack(4).unwrap(); // ok: test
+        assert!(matches!(
+            core.declare(obs.clone(), step.clone()),
+            Err(CoreError::InvalidValue(_))
+        ));
     }
 
     #[test]

@@ -33,14 +33,8 @@ fn _state_layout(
     frame_stack: Option<usize>,
 ) -> errors::Result<Vec<(String, &'static str, Vec<usize>)>> {
     let (o, s) = (convert::specs(obs)?, convert::specs(step)?);
-    let layout = rlcore_core::state::state_layout_for(
-        capacity,
-        num_envs,
-        &o,
-        &s,
-        prioritized,
-        frame_stack,
-    )?;
+    let layout =
+        rlcore_core::state::state_layout_for(capacity, num_envs, &o, &s, prioritized, frame_stack)?;
     Ok(layout
         .into_iter()
         .map(|(name, dtype, shape)| (name, dtype.name(), shape))
