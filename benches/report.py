@@ -884,8 +884,46 @@ def scale_sections(
     return L
 
 
+def atari_memory_section(memory: list[dict[str, Any]]) -> list[str]:
+    """The Atari case of ``benches/suite/memory.py`` (issue 19): rlcore with ``frame_stack=4``
+    measured full at 1M transitions, the peers measured at a smaller count and scaled."""
+    recs = [r for r in memory if r["case"] == "atari"]
+    if not recs:
+        return []
+    base = next((r for r in recs if r["lib"] == "rlcore" and "bytes_per_transition" in r), None)
+    floor = next((r["floor_bytes_per_transition"] for r in recs if "floor_bytes_per_transition" in r), 7056)
+    L = ["### Atari replay: 1M transitions of 84×84 uint8 frames, stack of 4\n"]
+    L.append(
+        "rlcore is built with `frame_stack=4` (one frame per row; stacks rebuilt at sample time) and measured "
+        "full at 1,000,000 transitions; each peer stores every stack as given and is measured at the count shown, "
+        f"then scaled to 1M (bytes per transition do not depend on the count). The floor without compression is "
+        f"one frame per transition, {floor:,} bytes (7.06 GB at 1M). ratio = peer / rlcore.\n"
+    )
+    L.append("| library | measured at | bytes / transition | at 1M | ratio |")
+    L.append("|---|---:|---:|---:|---:|")
+    for r in sorted(recs, key=lambda r: _lib_key(r["lib"])):
+        if "skipped" in r:
+            L.append(f"| {r['lib']} | skipped | | | |")
+            continue
+        bpt = r["bytes_per_transition"]
+        scaled = " (scaled)" if "scaled_to" in r else " (measured)"
+        ratio = fmt_ratio(bpt / base["bytes_per_transition"]) if base else ""
+        L.append(f"| {r['lib']} | {_count(r['n'])} | {bpt:,.0f} | {bpt * 1e6 / 1e9:.2f} GB{scaled} | {ratio} |")
+    L.append(f"| floor (one frame) | | {floor:,} | {floor * 1e6 / 1e9:.2f} GB | |")
+    if base and "rss_total" in base:
+        L.append(
+            f"\n- rlcore's whole process (interpreter, numpy, rlcore, the full buffer) is resident at "
+            f"{base['rss_total'] / 1e9:.3f} GB after the fill (target ≤ 7.2 GB); `buf.nbytes` reports "
+            f"{base.get('nbytes', 0) / 1e9:.3f} GB; filled by `extend` in {base['fill_s']:.0f} s."
+        )
+    L.append("")
+    return L
+
+
 def memory_section(memory: list[dict[str, Any]]) -> list[str]:
     """Resident bytes per stored transition, from ``benches/suite/memory.py`` records."""
+    atari = atari_memory_section(memory)
+    memory = [r for r in memory if r["case"] != "atari"]
     cases: list[str] = []
     for r in memory:
         if r["case"] not in cases:
@@ -939,7 +977,7 @@ def memory_section(memory: list[dict[str, Any]]) -> list[str]:
         "deduplicate the frames inside a stack; SB3's `optimize_memory_usage=True` also stores observations "
         "once (and then cannot keep the timeout flag apart from termination).\n"
     )
-    return L
+    return L + atari
 
 
 def _count(n: int | None) -> str:

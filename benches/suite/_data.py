@@ -27,3 +27,30 @@ def shifted_stream(
         "terminated": np.zeros(n, bool),
         "truncated": trunc,
     }
+
+
+def frame_stack_stream(
+    n: int, frame: tuple[int, ...], k: int, *, seed: int, ep_len: int, n_actions: int = 4
+) -> dict[str, np.ndarray]:
+    """``n`` steps of one env wrapped in gymnasium's ``FrameStackObservation(k)``: uniform uint8
+    frames of shape ``frame``, ``ep_len``-step episodes ending in truncation, ``obs[t]`` the stack
+    ``[k, *frame]`` of the k newest frames padded with the episode's first frame (gymnasium's
+    default ``padding_type="reset"``), ``obs_next[t]`` the next stack, Discrete actions (int64)."""
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(0, 256, (n + n // ep_len + 1, *frame), dtype=np.uint8)
+    t = np.arange(n)
+    step, ep = t % ep_len, t // ep_len
+    base = ep * (ep_len + 1)  # episode e's frames start here (ep_len + 1 frames each)
+    j = np.arange(k)[None, :] - (k - 1)
+    idx = base[:, None] + np.maximum(step[:, None] + j, 0)
+    nidx = base[:, None] + np.maximum(step[:, None] + 1 + j, 0)
+    trunc = np.zeros(n, bool)
+    trunc[ep_len - 1 :: ep_len] = True
+    return {
+        "obs": frames[idx],
+        "obs_next": frames[nidx],
+        "act": rng.integers(0, n_actions, n).astype(np.int64),
+        "rew": rng.standard_normal(n).astype(np.float32),
+        "terminated": np.zeros(n, bool),
+        "truncated": trunc,
+    }

@@ -6,6 +6,11 @@ Cases (act 6 float32, 1,000-step episodes ending in truncation):
 - ``frames``: 84x84x4 uint8 frame stacks (as Atari wrappers store them), 10,000 transitions: 1M
   of them would be 28 GB for the observations alone, more than this machine has; the figure is
   reported per transition, which does not depend on the count (one buffer, allocated once).
+- ``atari``: the same stacks from ``FrameStackObservation(4)`` with Discrete actions (int64),
+  rlcore built with ``frame_stack=4`` (one 84x84 frame per row) and measured *full at 1,000,000
+  transitions* (its whole-process RSS is reported too: the issue-19 target is <= 7.2 GB); the
+  peers, which store every stack (obs and obs_next), are measured at 20,000 transitions and
+  scaled to 1M (bytes per transition do not depend on the count), and say so.
 
 In the subprocess: import the library, build one data chunk (whole episodes, ``obs_next[t] ==
 obs[t + 1]`` inside an episode), read the resident set size (``/proc/self/statm``), build a buffer of
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _data import shifted_stream
+from _data import frame_stack_stream, shifted_stream
 
 LIBS = ["rlcore", "rlox", "cpprb", "sb3", "sb3 (optimize_memory_usage)", "tianshou", "torchrl"]
 ACT_DIM = 6
@@ -53,7 +58,23 @@ CASES: dict[str, dict[str, Any]] = {
         "n": 10_000,
         "chunk": 1_000,
     },
+    "atari": {
+        "label": "Atari 84x84 uint8, stack of 4, Discrete act",
+        "shape": (4, 84, 84),
+        "dtype": np.uint8,
+        "n": 1_000_000,  # rlcore (frame_stack=4), measured full
+        "n_peer": 20_000,  # the peers, scaled to n
+        "chunk": 10_000,
+        "chunk_peer": 1_000,
+        "frame_stack": 4,
+    },
 }
+
+
+def count_for(lib: str, case: str) -> int:
+    """Transitions the measurement of ``lib`` fills: the case's n, or its peer count."""
+    c = CASES[case]
+    return c["n"] if lib == "rlcore" else c.get("n_peer", c["n"])
 
 
 def rss_bytes() -> int:
@@ -71,12 +92,24 @@ def naive_bytes(case: str) -> int:
     """obs + obs_next + act + rew (float32) + terminated + truncated (1 byte each)."""
     c = CASES[case]
     obs = int(np.prod(c["shape"])) * np.dtype(c["dtype"]).itemsize
-    return 2 * obs + ACT_DIM * 4 + 4 + 2
+    act = 8 if "frame_stack" in c else ACT_DIM * 4
+    return 2 * obs + act + 4 + 2
 
 
-def chunk_data(case: str) -> dict[str, np.ndarray]:
+def floor_bytes(case: str) -> int | None:
+    """The floor without compression for frame stacks: one frame per transition."""
     c = CASES[case]
-    n, shape, dtype = c["chunk"], c["shape"], c["dtype"]
+    if "frame_stack" not in c:
+        return None
+    return int(np.prod(c["shape"][1:])) * np.dtype(c["dtype"]).itemsize
+
+
+def chunk_data(case: str, lib: str = "rlcore") -> dict[str, np.ndarray]:
+    c = CASES[case]
+    n = c["chunk"] if lib == "rlcore" else c.get("chunk_peer", c["chunk"])
+    shape, dtype = c["shape"], c["dtype"]
+    if "frame_stack" in c:
+        return frame_stack_stream(n, shape[1:], c["frame_stack"], seed=0, ep_len=EP_LEN)
     return shifted_stream(n, shape, dtype, seed=0, ep_len=EP_LEN, act_dim=ACT_DIM)
 
 
@@ -120,25 +153,27 @@ def importer(lib: str) -> Any:
 def fill(lib: str, mod: Any, case: str, d: dict[str, np.ndarray]) -> Any:
     """A buffer of capacity N filled with N transitions (the chunk repeated)."""
     c = CASES[case]
-    n, k = c["n"], c["chunk"]
+    n, k = count_for(lib, case), len(d["rew"])
     shape, dtype = c["shape"], c["dtype"]
     reps = n // k
+    act_dim = d["act"].shape[1] if d["act"].ndim == 2 else 1
+    act2 = d["act"].reshape(k, act_dim)
     if lib == "rlcore":
         # one row per episode holds its final observation: N transitions need N + episodes rows
-        buf = mod.ReplayBuffer(n + n // EP_LEN, seed=0)
+        buf = mod.ReplayBuffer(n + n // EP_LEN, seed=0, frame_stack=c.get("frame_stack"))
         for _ in range(reps):
             buf._extend(d["obs"], d["act"], d["rew"], d["terminated"], d["truncated"], d["obs_next"])
         return buf
     if lib == "rlox":
         dim = int(np.prod(shape))
-        buf = mod.ReplayBuffer(n, dim, ACT_DIM)
+        buf = mod.ReplayBuffer(n, dim, act_dim)
         flat = d["obs"].reshape(k, -1).astype(np.float32).ravel()
         flat_next = d["obs_next"].reshape(k, -1).astype(np.float32).ravel()
         for _ in range(reps):
             buf.push_batch(
                 flat,
                 flat_next,
-                d["act"].ravel(),
+                act2.astype(np.float32).ravel(),
                 d["rew"],
                 d["terminated"].view(np.uint8),
                 d["truncated"].view(np.uint8),
@@ -148,7 +183,7 @@ def fill(lib: str, mod: Any, case: str, d: dict[str, np.ndarray]) -> Any:
     if lib == "cpprb":
         env = {
             "obs": {"shape": shape, "dtype": dtype},
-            "act": {"shape": ACT_DIM},
+            "act": {"shape": act_dim},
             "rew": {},
             "next_obs": {"shape": shape, "dtype": dtype},
             "done": {},
@@ -156,14 +191,14 @@ def fill(lib: str, mod: Any, case: str, d: dict[str, np.ndarray]) -> Any:
         buf = mod.ReplayBuffer(n, env)
         done = d["terminated"].astype(np.float32)
         for _ in range(reps):
-            buf.add(obs=d["obs"], act=d["act"], rew=d["rew"], next_obs=d["obs_next"], done=done)
+            buf.add(obs=d["obs"], act=act2, rew=d["rew"], next_obs=d["obs_next"], done=done)
         return buf
     if lib.startswith("sb3"):
         from gymnasium import spaces
 
         low, high = (0, 255) if dtype == np.uint8 else (-np.inf, np.inf)
         obs_space = spaces.Box(low, high, shape, dtype)
-        act_space = spaces.Box(-1, 1, (ACT_DIM,), np.float32)
+        act_space = spaces.Discrete(4) if d["act"].ndim == 1 else spaces.Box(-1, 1, (act_dim,), np.float32)
         opt = "optimize" in lib
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SB3 warns when the buffer may not fit in free memory
@@ -180,7 +215,7 @@ def fill(lib: str, mod: Any, case: str, d: dict[str, np.ndarray]) -> Any:
             buf.observations[a:b, 0] = d["obs"]
             if not opt:
                 buf.next_observations[a:b, 0] = d["obs_next"]
-            buf.actions[a:b, 0] = d["act"]
+            buf.actions[a:b, 0] = act2
             buf.rewards[a:b, 0] = d["rew"]
             buf.dones[a:b, 0] = d["terminated"] | d["truncated"]
             buf.timeouts[a:b, 0] = d["truncated"]
@@ -228,7 +263,7 @@ def stored(lib: str, buf: Any) -> int:
 
 def measure(lib: str, case: str) -> dict[str, Any]:
     mod = importer(lib)
-    d = chunk_data(case)
+    d = chunk_data(case, lib)
     gc.collect()
     before = rss_bytes()
     t0 = time.perf_counter()
@@ -236,19 +271,29 @@ def measure(lib: str, case: str) -> dict[str, Any]:
     fill_s = time.perf_counter() - t0
     gc.collect()
     after = rss_bytes()
-    n = CASES[case]["n"]
+    n = count_for(lib, case)
     held = stored(lib, buf)
     assert held == n, f"{lib} holds {held} transitions, not {n}"
-    return {
+    d.clear()  # the fill data goes: what is left is the buffer and the interpreter
+    gc.collect()
+    rec = {
         "lib": lib,
         "case": case,
         "label": CASES[case]["label"],
         "n": n,
         "rss_delta": after - before,
+        "rss_total": rss_bytes(),
         "bytes_per_transition": (after - before) / n,
         "naive_bytes_per_transition": naive_bytes(case),
         "fill_s": fill_s,
     }
+    if floor_bytes(case) is not None:
+        rec["floor_bytes_per_transition"] = floor_bytes(case)
+    if n != CASES[case]["n"]:
+        rec["scaled_to"] = CASES[case]["n"]
+    if lib == "rlcore":
+        rec["nbytes"] = buf.nbytes
+    return rec
 
 
 def run_all(out: Path, libs: list[str], cases: list[str], timeout: float = 600) -> list[dict[str, Any]]:
@@ -282,9 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lib", choices=LIBS)
     ap.add_argument("--case", choices=list(CASES))
     ap.add_argument("--out", type=Path, help="run every library and case, write the records here")
+    ap.add_argument("--cases", nargs="+", choices=list(CASES), help="with --out: only these cases")
     args = ap.parse_args(argv)
     if args.out is not None:
-        run_all(args.out, LIBS, list(CASES))
+        run_all(args.out, LIBS, args.cases or list(CASES))
         return 0
     if args.lib is None or args.case is None:
         ap.error("give --out, or --lib and --case")

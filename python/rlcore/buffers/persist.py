@@ -418,7 +418,12 @@ def saved_layout(save: Save) -> list[tuple[str, str, tuple[int, ...]]]:
         if type(capacity) is not int or type(num_envs) is not int or capacity < 1 or num_envs < 1:
             raise ValueError(f"capacity={capacity!r} and num_envs={num_envs!r} must be integers >= 1")
         per = kind == "prioritized" or (kind == "her" and config.get("prioritized") is True)
-        layout = _state_layout(capacity, num_envs, specs(schema["obs"]), specs(schema["step"]), per)
+        frame_stack = config.get("frame_stack")
+        if frame_stack is not None and (type(frame_stack) is not int or frame_stack < 1):
+            raise ValueError(f"frame_stack={frame_stack!r} must be an integer >= 1")
+        layout = _state_layout(
+            capacity, num_envs, specs(schema["obs"]), specs(schema["step"]), per, frame_stack
+        )
     except (KeyError, TypeError, ValueError, OverflowError, RlcoreError) as e:
         raise SaveFileError(
             f"{save.root}/manifest.json: its config and schema describe no buffer: {e}"

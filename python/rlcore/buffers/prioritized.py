@@ -35,6 +35,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         beta: importance-sampling exponent; settable any time (``buf.beta = 1.0``), see
             :class:`LinearSchedule`.
         eps: added to every priority so none is zero.
+        frame_stack: store stacked observations one frame per row (as :class:`ReplayBuffer`).
 
     Raises:
         InvalidValueError: alpha < 0, beta < 0, eps <= 0, or ``eps ** alpha`` (the smallest
@@ -56,9 +57,18 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         beta: float = 0.4,
         eps: float = 1e-6,
         seed: int | None = None,
+        frame_stack: int | None = None,
     ) -> PrioritizedReplayBuffer:
         return RawBuffer.__new__(
-            cls, capacity, num_envs=num_envs, seed=seed, prioritized=True, alpha=alpha, beta=beta, eps=eps
+            cls,
+            capacity,
+            num_envs=num_envs,
+            seed=seed,
+            prioritized=True,
+            alpha=alpha,
+            beta=beta,
+            eps=eps,
+            frame_stack=frame_stack,
         )
 
     @classmethod
@@ -74,9 +84,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         eps: float = 1e-6,
         seed: int | None = None,
         extras: Mapping[str, Any] | None = None,
+        frame_stack: int | None = None,
     ) -> PrioritizedReplayBuffer:
         """As :meth:`ReplayBuffer.from_spaces`, with the PER parameters."""
-        buf = cls(capacity, num_envs=num_envs, alpha=alpha, beta=beta, eps=eps, seed=seed)
+        buf = cls(capacity, num_envs=num_envs, alpha=alpha, beta=beta, eps=eps, seed=seed, frame_stack=frame_stack)
         buf._declare_spaces(observation_space, action_space, extras)
         return buf
 
@@ -91,4 +102,5 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             alpha=config["alpha"],
             beta=config["beta"],
             eps=config["eps"],
+            frame_stack=config.get("frame_stack"),
         )

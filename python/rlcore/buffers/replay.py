@@ -72,12 +72,20 @@ class ReplayBuffer(RawBuffer):
             ``capacity // num_envs`` rows; one row per episode holds its final observation).
         num_envs: N, the number of envs whose steps each ``add`` receives.
         seed: seed of the buffer's own Xoshiro256++ generator (``None``: from the OS).
+        frame_stack: k to store observations ``[k, *F]`` that are stacks of the k newest
+            frames (gymnasium's ``FrameStackObservation``, stack axis first) as one frame ``F``
+            per row, rebuilding the stacks of ``obs`` and ``obs_next`` at sample time, byte for
+            byte as the env returned them (``None``: observations are stored as given). A
+            1M-step Atari buffer (84x84 uint8, k = 4) then holds 7.08 kB per row instead of
+            28 kB. Exact semantics (padding, which rows are sampleable, the checks of ``add``)
+            in ``docs/frames.md``.
 
     Raises:
         InvalidValueError: ``capacity // num_envs < 2``, ``num_envs < 1``, a seed outside
-            ``[0, 2**64)``, or a capacity that cannot be allocated.
-        DTypeError: a capacity, num_envs or seed that is not an integer (a float, even ``8.0``,
-            a bool, None or a string).
+            ``[0, 2**64)``, ``frame_stack < 1``, or a capacity that cannot be allocated (with
+            ``frame_stack``, ``capacity // num_envs <= k`` when the columns are defined).
+        DTypeError: a capacity, num_envs, seed or frame_stack that is not an integer (a float,
+            even ``8.0``, a bool, None or a string).
 
     Columns are defined by the first :meth:`add` (shapes and dtypes of its arrays; bool is
     stored as uint8) or up front by :meth:`from_spaces`. Memory is allocated once, then never
@@ -106,8 +114,10 @@ class ReplayBuffer(RawBuffer):
         if "_kind" in cls.__dict__ and cls.__module__.startswith("rlcore."):
             _KINDS[cls._kind] = cls
 
-    def __new__(cls, capacity: int, *, num_envs: int = 1, seed: int | None = None) -> ReplayBuffer:
-        return super().__new__(cls, capacity, num_envs=num_envs, seed=seed)
+    def __new__(
+        cls, capacity: int, *, num_envs: int = 1, seed: int | None = None, frame_stack: int | None = None
+    ) -> ReplayBuffer:
+        return super().__new__(cls, capacity, num_envs=num_envs, seed=seed, frame_stack=frame_stack)
 
     # -- construction -------------------------------------------------------------------------
 
@@ -121,6 +131,7 @@ class ReplayBuffer(RawBuffer):
         num_envs: int = 1,
         seed: int | None = None,
         extras: Mapping[str, Any] | None = None,
+        frame_stack: int | None = None,
     ) -> ReplayBuffer:
         """A buffer whose columns are declared from gymnasium spaces (use the *single* env's
         spaces of a vector env). ``extras`` maps a column name to a space or ``(shape, dtype)``.
@@ -129,12 +140,21 @@ class ReplayBuffer(RawBuffer):
         the argument names of ``add``/``extend``, the fields of a ``TransitionBatch``,
         ``flags``, ``env_ids``) and names starting with ``obs.``.
 
+        ``frame_stack=k`` (see the class docstring and ``docs/frames.md``) needs a Box
+        observation space of shape ``[k, *F]``, as ``FrameStackObservation(env, k)`` has
+        (:func:`rlcore.buffers.frames.frame_stack_of` reads k from such an env, e.g.
+        ``frame_stack=frame_stack_of(envs)``); the stored
+        ``obs`` column is then ``[capacity, *F]``.
+
         Raises:
-            ApiUsageError: an unsupported space (nested Dict, Text, Graph, ...).
-            InvalidValueError: a reserved extra name.
+            ApiUsageError: an unsupported space (nested Dict, Text, Graph, ...), or
+                ``frame_stack`` with a Dict observation space.
+            ShapeError: ``frame_stack=k`` with an observation space whose first axis is not k.
+            InvalidValueError: a reserved extra name; ``frame_stack < 1``; with
+                ``frame_stack``, ``capacity // num_envs <= k``.
             DTypeError: an extra name that is not a str.
         """
-        buf = cls(capacity, num_envs=num_envs, seed=seed)
+        buf = cls(capacity, num_envs=num_envs, seed=seed, frame_stack=frame_stack)
         buf._declare_spaces(observation_space, action_space, extras)
         return buf
 
@@ -396,7 +416,8 @@ class ReplayBuffer(RawBuffer):
     def column(self, name: str) -> np.ndarray | dict[str, np.ndarray]:
         """A read-only zero-copy view ``[capacity, *shape]`` of a stored column.
 
-        Names: ``"obs"`` (a dict of views for dict observations; ``"obs.<key>"`` for one key),
+        Names: ``"obs"`` (a dict of views for dict observations; ``"obs.<key>"`` for one key;
+        with ``frame_stack`` the stored frames ``[capacity, *F]``, the newest frame of each row),
         ``"act"``, the extras, ``"rew"`` (float32), ``"terminated"``/``"truncated"`` (uint8) and
         ``"flags"`` (uint8 bits: 1 transition, 2 episode start, 4 cut, 8 terminal row). Later
         writes show through the view; the view keeps the buffer alive. Rows are indexed like
@@ -443,11 +464,14 @@ class ReplayBuffer(RawBuffer):
     # -- state --------------------------------------------------------------------------------
 
     def _config(self) -> dict[str, Any]:
-        return {"kind": self._kind, "capacity": self.capacity, "num_envs": self.num_envs}
+        config = {"kind": self._kind, "capacity": self.capacity, "num_envs": self.num_envs}
+        if self.frame_stack is not None:  # saves without stacking keep their old config
+            config["frame_stack"] = self.frame_stack
+        return config
 
     @classmethod
     def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
-        return cls(config["capacity"], num_envs=config["num_envs"])
+        return cls(config["capacity"], num_envs=config["num_envs"], frame_stack=config.get("frame_stack"))
 
     def _snapshot(self) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
         """(schema, state parts) taken together: if another thread's first add declares the
@@ -473,9 +497,9 @@ class ReplayBuffer(RawBuffer):
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise SaveFileError(f"not a buffer state (config, schema, arrays): {e!r}") from e
         mine = self._config()
-        for key in ("kind", "capacity", "num_envs"):
-            if config.get(key) != mine[key]:
-                raise SaveFileError(f"state has {key}={config.get(key)!r}, this buffer has {mine[key]!r}")
+        for key in ("kind", "capacity", "num_envs", "frame_stack"):
+            if config.get(key) != mine.get(key):
+                raise SaveFileError(f"state has {key}={config.get(key)!r}, this buffer has {mine.get(key)!r}")
         cur_obs, cur_step = self._schema()
         if cur_step and ([tuple(s) for s in cur_obs] != obs or [tuple(s) for s in cur_step] != step):
             raise SaveFileError(f"state columns {obs + step} differ from this buffer's {cur_obs + cur_step}")

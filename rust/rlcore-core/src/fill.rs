@@ -81,6 +81,11 @@ impl Fill {
         }
     }
 
+    /// Bytes of the tree.
+    pub(crate) fn nbytes(&self) -> usize {
+        std::mem::size_of_val(&*self.fen)
+    }
+
     /// Total alive rows of all envs.
     #[inline]
     pub(crate) fn alive(&self) -> u64 {

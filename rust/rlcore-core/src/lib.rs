@@ -11,6 +11,8 @@
 //! - [`sumtree`] and [`per`]: prioritized replay state, priority updates, weights;
 //! - `fill`: per-env alive-row counts (O(log N) draws over N envs);
 //! - [`storage`]: episode-contiguous ring storage, `add`/`extend` writes;
+//! - [`frames`]: frame-stacked observations (one frame per row, stacks rebuilt at sample
+//!   time, the rows whose stacks are gone);
 //! - [`episodes`]: O(1) episode queries; [`sampling`]: draws, n-step windows, gathers;
 //! - [`her`]: hindsight goal selection and relabeling;
 //! - [`sequences`]: fixed-length episode sequences for recurrent agents (burn-in, stored
@@ -26,6 +28,7 @@ pub mod dtype;
 pub mod episodes;
 pub mod error;
 pub(crate) mod fill;
+pub mod frames;
 pub mod gae;
 pub mod her;
 pub mod mem;

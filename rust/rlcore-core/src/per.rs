@@ -79,6 +79,11 @@ impl PerState {
         })
     }
 
+    /// Bytes of the priority trees and the hand-out records.
+    pub fn nbytes(&self) -> usize {
+        self.tree.nbytes() + std::mem::size_of_val(&*self.handed_out)
+    }
+
     pub(crate) fn set_beta(&mut self, beta: f64) -> Result<()> {
         check_beta(beta)?;
         self.beta = beta;

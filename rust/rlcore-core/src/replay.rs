@@ -21,6 +21,8 @@ pub struct ReplayCore {
     pub(crate) her: Option<HerConfig>,
     /// Column indices of (achieved_goal, desired_goal) once the schema is known.
     pub(crate) her_goals: Option<(usize, usize)>,
+    /// Stack size of frame-stacked observations (see `frames`), set before the columns.
+    frame_stack: Option<usize>,
     scratch: Scratch,
 }
 
@@ -35,8 +37,47 @@ impl ReplayCore {
             per: None,
             her: None,
             her_goals: None,
+            frame_stack: None,
             scratch: Scratch::default(),
         })
+    }
+
+    /// Store observations as stacks of `k` frames, one frame per row (see `frames`): the
+    /// observation column's shape is `[k, *F]` (stack axis first, as gymnasium's
+    /// `FrameStackObservation` gives it), a row holds its newest frame `F`, and samples
+    /// rebuild the stacks. Must be called before the columns are defined.
+    ///
+    /// Errors: `InvalidValue` for `k < 1`; `Usage` once the columns are defined, on a HER
+    /// buffer, or when called twice.
+    pub fn enable_frame_stack(&mut self, k: usize) -> Result<()> {
+        if k < 1 {
+            return Err(CoreError::value(format!(
+                "frame_stack must be >= 1 (or None for no stacking), got {k}"
+            )));
+        }
+        if self.has_schema() || self.frame_stack.is_some() {
+            return Err(CoreError::usage(
+                "set frame_stack when the buffer is built, before its columns are defined",
+            ));
+        }
+        if self.her.is_some() {
+            return Err(CoreError::usage(
+                "frame_stack cannot be combined with HER (goal observations are dicts)",
+            ));
+        }
+        self.frame_stack = Some(k);
+        Ok(())
+    }
+
+    /// The stack size of frame-stacked observations, `None` without stacking.
+    pub fn frame_stack(&self) -> Option<usize> {
+        self.frame_stack
+    }
+
+    /// Bytes of memory the buffer holds (row records, episode index, priorities, sampler
+    /// scratch): what it costs resident once every row has been written.
+    pub fn nbytes(&self) -> usize {
+        self.st.nbytes() + self.per.as_ref().map_or(0, PerState::nbytes) + self.scratch.nbytes()
     }
 
     /// Turn on prioritized sampling (Schaul et al. 2016). Must be called before the first add.
@@ -68,6 +109,11 @@ impl ReplayCore {
         cfg.check()?;
         if self.has_schema() {
             return Err(CoreError::usage("enable HER before the first add"));
+        }
+        if self.frame_stack.is_some() {
+            return Err(CoreError::usage(
+                "frame_stack cannot be combined with HER (goal observations are dicts)",
+            ));
         }
         if cfg.finished_only && self.per.is_some() {
             return Err(CoreError::value(
@@ -164,7 +210,7 @@ impl ReplayCore {
                 "the buffer's columns are already defined (by from_spaces or the first add)",
             ));
         }
-        let schema = Schema::new(obs, step)?;
+        let schema = Schema::with_frames(obs, step, self.frame_stack)?;
         let goals = match &self.her {
             None => None,
             Some(cfg) => {
@@ -242,7 +288,8 @@ impl ReplayCore {
             let (obs, step) = Schema::infer(s, lead)?;
             self.declare(obs, step)?;
         }
-        let checked = validate::steps(&self.st.schema, s, rows);
+        let checked = validate::steps(&self.st.schema, s, rows)
+            .and_then(|c| crate::frames::check_shift(&self.st.schema, &c).map(|_| c));
         if checked.is_err() && fresh {
             self.forget_schema();
         }

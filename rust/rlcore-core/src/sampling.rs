@@ -102,8 +102,8 @@ impl<'a> BatchOut<'a> {
             .iter()
             .zip(self.obs.iter().zip(self.obs_next.iter()))
         {
-            bad("obs", o.len(), b * c.item_bytes)?;
-            bad("obs_next", on.len(), b * c.item_bytes)?;
+            bad("obs", o.len(), b * c.io_bytes())?;
+            bad("obs_next", on.len(), b * c.io_bytes())?;
         }
         for (c, s) in schema.step.iter().zip(self.step.iter()) {
             bad(&c.spec.name, s.len(), b * c.item_bytes)?;
@@ -175,6 +175,14 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
+    /// Bytes of the scratch memory (it grows to the largest batch sampled).
+    pub(crate) fn nbytes(&self) -> usize {
+        self.plans.capacity() * std::mem::size_of::<Plan>()
+            + self.us.capacity() * 8
+            + (self.rows.capacity() + self.pairs.t.capacity() + self.pairs.next.capacity())
+                * std::mem::size_of::<usize>()
+    }
+
     /// The first `b` plans (grown if needed).
     pub(crate) fn plans(&mut self, b: usize) -> &mut [Plan] {
         if self.plans.len() < b {
@@ -495,10 +503,15 @@ impl Storage {
     }
 
     /// Copy the columns of the rows in `rows` into `out`: observations of `rows.t` and
-    /// `rows.next`, step columns of `rows.t`, one column at a time (see [`gather_column`]).
+    /// `rows.next`, step columns of `rows.t`, one column at a time (see [`gather_column`];
+    /// stacks of frames are rebuilt by `Storage::gather_stacks`).
     fn gather_columns(&self, rows: &RowPairs, out: &mut BatchOut<'_>) {
         let (sc, bytes) = (&self.schema, self.bytes());
         for (k, c) in sc.obs.iter().enumerate() {
+            if c.stack > 1 {
+                self.gather_stacks(c, &rows.t, &rows.next, out.obs[k], out.obs_next[k]);
+                continue;
+            }
             gather_column(bytes, sc.rec, c.offset, c.item_bytes, &rows.t, out.obs[k]);
             gather_column(
                 bytes,

@@ -99,11 +99,30 @@ impl ColumnSpec {
 }
 
 /// A stored column: `item_bytes` bytes at `offset` inside every row record.
+///
+/// `spec` is the column as callers see it (inputs of `add`, arrays of a batch). For the
+/// frame-stacked observation column (`frame_stack = k`) the caller's row is a stack `[k, *F]`
+/// of which a row record holds only the newest frame `F` (`stored_shape`, `item_bytes`); the
+/// stack is rebuilt from the rows before it at sample time. Every other column stores the
+/// caller's row as it is (`stack == 1`, `stored_shape == spec.shape`).
 #[derive(Debug, Clone)]
 pub struct Column {
     pub spec: ColumnSpec,
+    /// Bytes of the stored row (one frame of a stacked column).
     pub item_bytes: usize,
     pub offset: usize,
+    /// Frames per caller row: k for the stacked observation column, else 1.
+    pub stack: usize,
+    /// Shape of the stored row: `spec.shape` without its leading stack axis when stacked.
+    pub stored_shape: Vec<usize>,
+}
+
+impl Column {
+    /// Bytes of one caller row (an input row of `add`, a sample's row of a batch).
+    #[inline]
+    pub fn io_bytes(&self) -> usize {
+        self.item_bytes * self.stack
+    }
 }
 
 /// Byte offsets of the fixed fields at the start of every row record.
@@ -128,6 +147,9 @@ pub struct Schema {
     /// Bytes per row record (the row stride of every column view), a multiple of 8.
     pub rec: usize,
     pub obs_is_dict: bool,
+    /// `Some(k)`: the observation column `"obs"` holds one frame per row and callers see
+    /// stacks of the k newest frames (see [`Column`] and `frames`).
+    pub frame_stack: Option<usize>,
 }
 
 impl Schema {
@@ -138,6 +160,7 @@ impl Schema {
             step: Vec::new(),
             rec: HEADER,
             obs_is_dict: false,
+            frame_stack: None,
         }
     }
 
@@ -152,6 +175,19 @@ impl Schema {
     /// observation columns other than one `obs` or only `obs.<key>`, a reserved extra name or a
     /// name defined twice.
     pub fn new(obs: Vec<ColumnSpec>, step: Vec<ColumnSpec>) -> Result<Schema> {
+        Schema::with_frames(obs, step, None)
+    }
+
+    /// As [`Schema::new`], with the observation column stacked over `frame_stack` frames (see
+    /// [`Column`]): its declared shape must be `[k, *F]`, and a row record holds one frame `F`.
+    ///
+    /// Errors: as [`Schema::new`]; `InvalidValue` for `k < 1`; `Usage` for dict observations;
+    /// `Shape` for an observation shape whose leading (stack) axis is not k.
+    pub fn with_frames(
+        obs: Vec<ColumnSpec>,
+        step: Vec<ColumnSpec>,
+        frame_stack: Option<usize>,
+    ) -> Result<Schema> {
         if obs.is_empty() {
             return Err(CoreError::value(
                 "at least one observation column is needed",
@@ -184,25 +220,42 @@ impl Schema {
                 )));
             }
         }
+        let stack = match frame_stack {
+            None => 1,
+            Some(k) => {
+                check_stack(k, &obs[0], is_dict)?;
+                k
+            }
+        };
         let mut off = HEADER;
-        let mut place = |spec: ColumnSpec| -> Column {
+        let mut place = |spec: ColumnSpec, stack: Option<usize>| -> Column {
             let a = spec.dtype.size();
             off = off.div_ceil(a) * a;
+            let stored_shape = match stack {
+                Some(_) => spec.shape[1..].to_vec(),
+                None => spec.shape.clone(),
+            };
             let c = Column {
-                item_bytes: spec.item_bytes(),
+                item_bytes: stored_shape.iter().product::<usize>() * spec.dtype.size(),
                 offset: off,
+                stack: stack.unwrap_or(1),
+                stored_shape,
                 spec,
             };
             off += c.item_bytes;
             c
         };
-        let obs: Vec<Column> = obs.into_iter().map(&mut place).collect();
-        let step: Vec<Column> = step.into_iter().map(&mut place).collect();
+        let obs: Vec<Column> = obs
+            .into_iter()
+            .map(|c| place(c, frame_stack.map(|_| stack)))
+            .collect();
+        let step: Vec<Column> = step.into_iter().map(|c| place(c, None)).collect();
         Ok(Schema {
             obs,
             step,
             rec: off.div_ceil(8) * 8,
             obs_is_dict: is_dict,
+            frame_stack,
         })
     }
 
@@ -320,7 +373,8 @@ impl Schema {
             .collect()
     }
 
-    /// Column specs: observation columns, then `act` and the extras.
+    /// Column specs as callers see them (a stacked observation column with its stack axis):
+    /// observation columns, then `act` and the extras.
     pub fn specs(&self) -> (Vec<ColumnSpec>, Vec<ColumnSpec>) {
         (
             self.obs.iter().map(|c| c.spec.clone()).collect(),
@@ -339,7 +393,7 @@ impl Schema {
     }
 
     /// Where the column with public name `name` sits in a row record: `(offset, dtype, shape
-    /// of one row)`. Public names are the column names (`"obs"`, `"obs.<key>"`, `"act"`, the
+    /// of one stored row)` (one frame `F` for a stacked observation column). Public names are the column names (`"obs"`, `"obs.<key>"`, `"act"`, the
     /// extras) and the fixed fields `"rew"` (float32), `"terminated"`, `"truncated"` and
     /// `"flags"` (uint8).
     ///
@@ -360,7 +414,7 @@ impl Schema {
             return Ok((off, dtype, &[]));
         }
         match self.columns().find(|c| c.spec.name == name) {
-            Some(c) => Ok((c.offset, c.spec.dtype, &c.spec.shape)),
+            Some(c) => Ok((c.offset, c.spec.dtype, &c.stored_shape)),
             None => Err(CoreError::usage(format!(
                 "unknown column '{name}'; columns are {:?}",
                 self.columns()
@@ -414,6 +468,32 @@ impl Schema {
             .chain(step)
             .chain(scalars)
     }
+}
+
+/// Check a frame stack of `k` over the observation column `obs`.
+///
+/// Errors: `InvalidValue` for `k < 1`; `Usage` for dict observations; `Shape` for an
+/// observation shape whose leading (stack) axis is not k.
+fn check_stack(k: usize, obs: &ColumnSpec, is_dict: bool) -> Result<()> {
+    if k < 1 {
+        return Err(CoreError::value(format!(
+            "frame_stack must be >= 1 (or None for no stacking), got {k}"
+        )));
+    }
+    if is_dict {
+        return Err(CoreError::usage(
+            "frame_stack needs array observations; dict observations are not supported (stack \
+             the frames of one key in an env wrapper instead)",
+        ));
+    }
+    if obs.shape.first() != Some(&k) {
+        return Err(CoreError::shape(format!(
+            "obs: with frame_stack={k} the observation shape must be [{k}, *frame] (the stack \
+             axis first, as gymnasium's FrameStackObservation gives it), got {:?}",
+            obs.shape
+        )));
+    }
+    Ok(())
 }
 
 /// The fixed per-row fields that `column()` reads, by public name.

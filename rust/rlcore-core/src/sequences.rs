@@ -662,7 +662,7 @@ impl Storage {
             let first = self.ep_id(self.phys(e, lo));
             for ep in first..st.next_ep {
                 let rec = self.ep_rec(e, ep);
-                let s = self.ep_start[rec].max(lo);
+                let s = self.sampleable_start(e, rec);
                 let end = match self.ep_end[rec] {
                     OPEN => st.head - 1,
                     x => x,
@@ -818,6 +818,12 @@ fn gather(
     for (i, s) in starts.iter().enumerate() {
         let p0 = st.phys(s.env, s.t);
         o.start_indices[i] = p0 as i64;
+        // where the episode's frames start (stacked observations)
+        let fs = if st.k1 > 0 {
+            st.frames_from(s.env, p0)
+        } else {
+            0
+        };
         for (k, &j) in state.iter().enumerate() {
             let c = &sc.step[j];
             let ib = c.item_bytes;
@@ -832,7 +838,7 @@ fn gather(
                     .iter()
                     .zip(o.obs.iter_mut().zip(o.obs_next.iter_mut()))
                 {
-                    let ib = c.item_bytes;
+                    let ib = c.io_bytes();
                     ob[at * ib..(at + 1) * ib].fill(0);
                     on[at * ib..(at + 1) * ib].fill(0);
                 }
@@ -864,7 +870,12 @@ fn gather(
                 .iter()
                 .zip(o.obs.iter_mut().zip(o.obs_next.iter_mut()))
             {
-                let ib = c.item_bytes;
+                let ib = c.io_bytes();
+                if c.stack > 1 {
+                    st.copy_stack(c, s.env, t, fs, &mut ob[at * ib..(at + 1) * ib]);
+                    st.copy_stack(c, s.env, t + m, fs, &mut on[at * ib..(at + 1) * ib]);
+                    continue;
+                }
                 copy_row(&mut ob[at * ib..(at + 1) * ib], st.cell(c, p));
                 copy_row(&mut on[at * ib..(at + 1) * ib], st.cell(c, q));
             }

@@ -9,9 +9,10 @@ use crate::mem::{bytes_of, bytes_of_mut, Plain};
 use crate::per::MAX_PRIORITY;
 use crate::replay::ReplayCore;
 use crate::rng::Rng;
+use crate::schema::Schema;
 use crate::schema::{ColumnSpec, OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC};
 use crate::storage::{
-    segment_len_for, EnvState, F_CUT, F_EP_START, F_TERMINAL, F_TRANSITION, OPEN,
+    segment_len_for, EnvState, F_CUT, F_EP_START, F_PREFIX, F_TERMINAL, F_TRANSITION, OPEN,
 };
 
 /// One named array of the state. `bytes` is C-contiguous, native byte order.
@@ -66,20 +67,31 @@ const FIXED_ROW_FIELDS: [(&str, DType, usize); 5] = [
     ("ep_id", DType::U64, OFF_EP_ID),
 ];
 
-/// The state layout of a buffer of `rows` rows (a multiple of `num_envs`) with `columns`
-/// (observation columns, then step columns; none before the first add).
-fn layout(rows: usize, num_envs: usize, columns: &[&ColumnSpec], per: bool) -> Vec<PartLayout> {
+/// The state layout of a buffer of `rows` rows (a multiple of `num_envs`) with stored columns
+/// `columns` (name, dtype, shape of a stored row; observation columns, then step columns; none
+/// before the first add). Frame-stacked buffers (`frames`) have one more part, `ep_pre`.
+fn layout(
+    rows: usize,
+    num_envs: usize,
+    columns: &[(&str, DType, &[usize])],
+    per: bool,
+    frames: bool,
+) -> Vec<PartLayout> {
     let mut out: Vec<PartLayout> = Vec::new();
-    for c in columns {
+    for (name, dtype, row) in columns {
         let mut shape = vec![rows];
-        shape.extend_from_slice(&c.shape);
-        out.push((format!("col:{}", c.name), c.dtype, shape));
+        shape.extend_from_slice(row);
+        out.push((format!("col:{name}"), *dtype, shape));
     }
     for (name, dtype, _) in FIXED_ROW_FIELDS {
         out.push((name.into(), dtype, vec![rows]));
     }
     out.push(("ep_start".into(), DType::U64, vec![rows]));
     out.push(("ep_end".into(), DType::U64, vec![rows]));
+    if frames {
+        // per episode record: the prefix rows before its first transition row
+        out.push(("ep_pre".into(), DType::U8, vec![rows]));
+    }
     for name in [
         "env.head",
         "env.open",
@@ -101,26 +113,50 @@ fn layout(rows: usize, num_envs: usize, columns: &[&ColumnSpec], per: bool) -> V
 }
 
 /// The name, dtype and shape of every state part that a buffer built with `capacity`,
-/// `num_envs`, the columns `obs` + `step` (both empty for a buffer without columns) and
-/// prioritized replay on or off has, in [`ReplayCore::state_parts`] order, without building
-/// the buffer or allocating its storage. A loader checks a save's files against this before
-/// it allocates anything.
+/// `num_envs`, the columns `obs` + `step` (as callers see them; both empty for a buffer
+/// without columns), prioritized replay on or off and `frame_stack` has, in
+/// [`ReplayCore::state_parts`] order, without building the buffer or allocating its storage.
+/// A loader checks a save's files against this before it allocates anything.
 ///
-/// Errors: `InvalidValue` for a capacity or num_envs that [`ReplayCore::new`] refuses.
+/// Errors: `InvalidValue` for a capacity or num_envs that [`ReplayCore::new`] refuses; with
+/// columns and a `frame_stack`, what [`Schema::with_frames`] refuses.
 pub fn state_layout_for(
     capacity: usize,
     num_envs: usize,
     obs: &[ColumnSpec],
     step: &[ColumnSpec],
     prioritized: bool,
+    frame_stack: Option<usize>,
 ) -> Result<Vec<PartLayout>> {
     let rows = segment_len_for(capacity, num_envs)? * num_envs;
-    let columns: Vec<&ColumnSpec> = if step.is_empty() {
-        Vec::new()
-    } else {
-        obs.iter().chain(step.iter()).collect()
-    };
-    Ok(layout(rows, num_envs, &columns, prioritized))
+    let frames = frame_stack.is_some();
+    if step.is_empty() {
+        return Ok(layout(rows, num_envs, &[], prioritized, frames));
+    }
+    if frames {
+        let sc = Schema::with_frames(obs.to_vec(), step.to_vec(), frame_stack)?;
+        let columns = stored_columns(&sc);
+        return Ok(layout(rows, num_envs, &columns, prioritized, frames));
+    }
+    let columns: Vec<(&str, DType, &[usize])> = obs
+        .iter()
+        .chain(step.iter())
+        .map(|c| (c.name.as_str(), c.dtype, c.shape.as_slice()))
+        .collect();
+    Ok(layout(rows, num_envs, &columns, prioritized, frames))
+}
+
+/// (name, dtype, stored row shape) of every column of `sc`.
+fn stored_columns(sc: &Schema) -> Vec<(&str, DType, &[usize])> {
+    sc.columns()
+        .map(|c| {
+            (
+                c.spec.name.as_str(),
+                c.spec.dtype,
+                c.stored_shape.as_slice(),
+            )
+        })
+        .collect()
 }
 
 impl ReplayCore {
@@ -148,7 +184,7 @@ impl ReplayCore {
         if self.has_schema() {
             for c in self.st.schema.obs.iter().chain(self.st.schema.step.iter()) {
                 let mut shape = vec![rows];
-                shape.extend_from_slice(&c.spec.shape);
+                shape.extend_from_slice(&c.stored_shape);
                 out.push((
                     format!("col:{}", c.spec.name),
                     c.spec.dtype,
@@ -167,18 +203,19 @@ impl ReplayCore {
     /// Name, dtype and shape of every state part, in the order [`ReplayCore::export_state`]
     /// fills them (no data is copied).
     pub fn state_layout(&self) -> Vec<PartLayout> {
-        let columns: Vec<&ColumnSpec> = if self.has_schema() {
-            self.st
-                .schema
-                .obs
-                .iter()
-                .chain(self.st.schema.step.iter())
-                .map(|c| &c.spec)
-                .collect()
+        let columns = if self.has_schema() {
+            stored_columns(&self.st.schema)
         } else {
             Vec::new()
         };
-        layout(self.st.rows, self.st.num_envs, &columns, self.per.is_some())
+        let frames = self.frame_stack().is_some();
+        layout(
+            self.st.rows,
+            self.st.num_envs,
+            &columns,
+            self.per.is_some(),
+            frames,
+        )
     }
 
     /// Write every state part into `dsts` (one per [`ReplayCore::state_layout`] entry, each of
@@ -224,6 +261,16 @@ impl ReplayCore {
         let mut small: Vec<Cow<'_, [u8]>> = vec![
             Cow::Borrowed(bytes_of(&self.st.ep_start)),
             Cow::Borrowed(bytes_of(&self.st.ep_end)),
+        ];
+        if self.frame_stack().is_some() {
+            // zeros before the columns are defined (the table is allocated with them)
+            small.push(if self.st.ep_pre.is_empty() {
+                Cow::Owned(vec![0u8; self.st.rows])
+            } else {
+                Cow::Borrowed(&self.st.ep_pre)
+            });
+        }
+        small.extend([
             u64s(&|s| s.head),
             u64s(&|s| s.open as u64),
             u64s(&|s| s.next_ep),
@@ -243,7 +290,7 @@ impl ReplayCore {
                     .flat_map(|x| x.to_ne_bytes())
                     .collect(),
             ),
-        ];
+        ]);
         if let Some(per) = &self.per {
             small.push(Cow::Borrowed(bytes_of(per.tree.leaves())));
             small.push(Cow::Owned(per.max_p.to_ne_bytes().to_vec()));
@@ -343,7 +390,19 @@ impl ReplayCore {
         let ep_id = read_u64s(get("ep_id"));
         let ep_start = read_u64s(get("ep_start"));
         let ep_end = read_u64s(get("ep_end"));
-        let known = F_TRANSITION | F_EP_START | F_CUT | F_TERMINAL;
+        let k1 = self.frame_stack().map_or(0, |k| k as u64 - 1);
+        let ep_pre: &[u8] = if self.frame_stack().is_some() {
+            get("ep_pre")
+        } else {
+            &[]
+        };
+        if let Some(&bad) = ep_pre.iter().find(|&&x| u64::from(x) > k1) {
+            return Err(CoreError::corrupt(format!(
+                "saved ep_pre holds {bad} prefix rows; a stack of {} frames has at most {k1}",
+                k1 + 1
+            )));
+        }
+        let known = F_TRANSITION | F_EP_START | F_CUT | F_TERMINAL | F_PREFIX;
         if let Some(bad) = flags.iter().find(|&&f| f & !known != 0) {
             return Err(CoreError::corrupt(format!(
                 "saved flags hold an unknown bit pattern {bad:#x}"
@@ -384,6 +443,28 @@ impl ReplayCore {
                 }
                 let rec = rec_of.1;
                 let (start, end) = (ep_start[rec], ep_end[rec]);
+                let pre = ep_pre.get(rec).map_or(0, |&x| u64::from(x));
+                // prefix rows lie before the episode's first row, its other rows from it on
+                let prefix = flags[p] & F_PREFIX != 0;
+                if prefix && (flags[p] != F_PREFIX || abs >= start || abs + pre < start || k1 == 0)
+                {
+                    return Err(CoreError::corrupt(format!(
+                        "saved prefix row {p} (row {abs} of env {e}) is not one of the {pre} \
+                         prefix rows of its episode {ep} (first row {start})"
+                    )));
+                }
+                // a transition's stack reads rows max(abs - k1, frames start): all alive
+                let lo = head[e].saturating_sub(seg);
+                if flags[p] & F_TRANSITION != 0
+                    && k1 > 0
+                    && start.saturating_sub(pre) < lo
+                    && abs.saturating_sub(k1) < lo
+                {
+                    return Err(CoreError::corrupt(format!(
+                        "saved transition row {p} (row {abs} of env {e}) reads a stack frame \
+                         that the ring has overwritten"
+                    )));
+                }
                 let running = open[e] == 1 && ep + 1 == next_ep[e];
                 let end_ok = if end == OPEN {
                     running
@@ -394,7 +475,7 @@ impl ReplayCore {
                         && (flags[p] & F_TERMINAL == 0 || end == abs)
                         && (flags[p] & F_TRANSITION == 0 || abs < end)
                 };
-                if start > abs || !end_ok {
+                if (start > abs && !prefix) || !end_ok {
                     return Err(CoreError::corrupt(format!(
                         "saved episode record of row {p} (episode {ep}: start {start}, end {end}) \
                          does not contain it (row {abs} of env {e}, head {})",
@@ -501,6 +582,9 @@ impl ReplayCore {
         }
         copy_into(&mut self.st.ep_start, get("ep_start"));
         copy_into(&mut self.st.ep_end, get("ep_end"));
+        if !ep_pre.is_empty() && !self.st.ep_pre.is_empty() {
+            self.st.ep_pre.copy_from_slice(ep_pre);
+        }
         let rets: Vec<f64> = get("env.ep_return")
             .chunks_exact(8)
             .map(|c| f64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
@@ -559,10 +643,10 @@ mod tests {
                     core.enable_per(0.6, 0.4, 1e-6).unwrap(); // ok: test
                 }
                 // before the columns exist, then after
-                let bare = state_layout_for(capacity, num_envs, &obs, &[], per).unwrap(); // ok: test
+                let bare = state_layout_for(capacity, num_envs, &obs, &[], per, None).unwrap(); // ok: test
                 assert_eq!(bare, core.state_layout());
                 core.declare(obs.clone(), step.clone()).unwrap(); // ok: test
-                let full = state_layout_for(capacity, num_envs, &obs, &step, per).unwrap(); // ok: test
+                let full = state_layout_for(capacity, num_envs, &obs, &step, per, None).unwrap(); // ok: test
                 assert_eq!(full, core.state_layout());
                 let exported: Vec<PartLayout> = core
                     .state_parts()
@@ -575,12 +659,53 @@ mod tests {
     }
 
     #[test]
+    fn frame_stacked_layouts_store_one_frame_per_row_and_match_the_built_buffer() {
+        let obs = vec![ColumnSpec::new("obs", DType::U8, vec![4, 84, 84])];
+        let step = vec![ColumnSpec::new("act", DType::I64, vec![])];
+        for per in [false, true] {
+            let mut core = ReplayCore::new(20, 2, 0).unwrap(); // ok: test
+            core.enable_frame_stack(4).unwrap(); // ok: test
+            if per {
+                core.enable_per(0.6, 0.4, 1e-6).unwrap(); // ok: test
+            }
+            let bare = state_layout_for(20, 2, &obs, &[], per, Some(4)).unwrap(); // ok: test
+            assert_eq!(bare, core.state_layout());
+            core.declare(obs.clone(), step.clone()).unwrap(); // ok: test
+            let full = state_layout_for(20, 2, &obs, &step, per, Some(4)).unwrap(); // ok: test
+            assert_eq!(full, core.state_layout());
+            assert_eq!(full[0], ("col:obs".into(), DType::U8, vec![20, 84, 84]));
+            assert!(full.iter().any(|p| p.0 == "ep_pre"));
+            // the caller's view keeps the stack axis; a row record holds one frame
+            assert_eq!(core.schema().0, obs);
+            assert_eq!(core.obs_columns()[0].item_bytes, 84 * 84);
+            assert!(core.nbytes() >= 20 * (16 + 84 * 84 + 8));
+        }
+        let plain = state_layout_for(20, 2, &obs, &step, false, None).unwrap(); // ok: test
+        assert!(!plain.iter().any(|p| p.0 == "ep_pre"));
+        // a stack axis other than k, k = 0, and too few rows per env are refused
+        assert!(matches!(
+            state_layout_for(20, 2, &obs, &step, false, Some(3)),
+            Err(CoreError::Shape(_))
+        ));
+        let mut core = ReplayCore::new(8, 2, 0).unwrap(); // ok: test
+        assert!(matches!(
+            core.enable_frame_stack(0),
+            Err(CoreError::InvalidValue(_))
+        ));
+        core.enable_frame_stack(4).unwrap(); // ok: test
+        assert!(matches!(
+            core.declare(obs.clone(), step.clone()),
+            Err(CoreError::InvalidValue(_))
+        ));
+    }
+
+    #[test]
     fn state_layout_for_refuses_what_new_refuses_without_allocating() {
         let (obs, step) = specs();
-        assert!(state_layout_for(3, 2, &obs, &step, false).is_err());
-        assert!(state_layout_for(10, 0, &obs, &step, false).is_err());
+        assert!(state_layout_for(3, 2, &obs, &step, false, None).is_err());
+        assert!(state_layout_for(10, 0, &obs, &step, false, None).is_err());
         // a huge capacity costs nothing: only the shapes are computed
-        let big = state_layout_for(1 << 50, 1, &obs, &step, true).unwrap(); // ok: test
+        let big = state_layout_for(1 << 50, 1, &obs, &step, true, None).unwrap(); // ok: test
         assert_eq!(big[0].2, vec![1usize << 50, 3]);
     }
 }

@@ -29,6 +29,9 @@ pub const F_EP_START: u8 = 2;
 pub const F_CUT: u8 = 4;
 /// Row flag: the row holds the final observation of a finished (or cut) episode.
 pub const F_TERMINAL: u8 = 8;
+/// Row flag (frame-stacked buffers): the row holds an older frame of its episode's first
+/// stack, written before the episode's first transition row (see `frames`); never a transition.
+pub const F_PREFIX: u8 = 16;
 
 /// Marks an episode record whose episode is still running.
 pub(crate) const OPEN: u64 = u64::MAX;
@@ -125,6 +128,11 @@ pub struct Storage {
     /// Episode records per env, indexed `env * seg + ep % seg`: absolute start and terminal row.
     pub(crate) ep_start: Box<[u64]>,
     pub(crate) ep_end: Box<[u64]>,
+    /// Per episode record (frame-stacked buffers): the prefix rows written before `ep_start`,
+    /// so that the episode's frames start at `ep_start - ep_pre` (at most k - 1).
+    pub(crate) ep_pre: Box<[u8]>,
+    /// k - 1 for a buffer of stacks of k frames, else 0 (cached from the schema).
+    pub(crate) k1: u64,
     pub(crate) envs: Vec<EnvState>,
     /// Alive rows per env and their total, for O(log N) uniform draws over N envs.
     pub(crate) fill: Fill,
@@ -150,6 +158,8 @@ impl Storage {
             data: Vec::new().into_boxed_slice(),
             ep_start: alloc(rows, 0u64)?,
             ep_end: alloc(rows, OPEN)?,
+            ep_pre: Vec::new().into_boxed_slice(),
+            k1: 0,
             envs: vec![EnvState::default(); num_envs],
             fill: Fill::new(num_envs, seg)?,
             transitions: 0,
@@ -166,9 +176,21 @@ impl Storage {
             .checked_mul(schema.rec / 8)
             .ok_or_else(|| CoreError::value("capacity times row size overflows the address space"))?
             .max(1);
+        if let Some(k) = schema.frame_stack {
+            if self.seg <= k {
+                return Err(CoreError::value(format!(
+                    "frame_stack={k} needs more than k rows per env: got capacity // num_envs = \
+                     {}; use capacity >= {}",
+                    self.seg,
+                    (k + 1) * self.num_envs
+                )));
+            }
+            self.ep_pre = alloc(self.rows, 0u8)?;
+        }
         self.data = alloc(words, 0u64)?;
         advise_huge_pages(&self.data);
-        self.scratch = vec![0u8; schema.max_obs_bytes()];
+        self.scratch = vec![0u8; 2 * schema.max_obs_bytes()];
+        self.k1 = schema.frame_stack.map_or(0, |k| k as u64 - 1);
         self.schema = schema;
         Ok(())
     }
@@ -177,6 +199,19 @@ impl Storage {
     pub(crate) fn forget_schema(&mut self) {
         self.schema = Schema::undefined();
         self.data = Vec::new().into_boxed_slice();
+        self.ep_pre = Vec::new().into_boxed_slice();
+        self.k1 = 0;
+    }
+
+    /// Bytes of memory the storage holds: row records, episode records, per-env state.
+    pub(crate) fn nbytes(&self) -> usize {
+        std::mem::size_of_val(&*self.data)
+            + std::mem::size_of_val(&*self.ep_start)
+            + std::mem::size_of_val(&*self.ep_end)
+            + self.ep_pre.len()
+            + self.envs.len() * std::mem::size_of::<EnvState>()
+            + self.fill.nbytes()
+            + self.scratch.len()
     }
 
     /// Number of sampleable transitions.
@@ -208,6 +243,11 @@ impl Storage {
     fn set_flag(&mut self, p: usize, v: u8) {
         let o = p * self.schema.rec + OFF_FLAGS;
         self.bytes_mut()[o] = v;
+    }
+    #[inline]
+    pub(crate) fn clear_flag(&mut self, p: usize, v: u8) {
+        let o = p * self.schema.rec + OFF_FLAGS;
+        self.bytes_mut()[o] &= !v;
     }
     #[inline]
     fn or_flag(&mut self, p: usize, v: u8) {
@@ -310,18 +350,36 @@ impl Storage {
         self.envs[e].head.saturating_sub(self.seg as u64)
     }
 
-    /// (first surviving row, terminal or open row) of the episode holding alive row `abs`.
+    /// The first sampleable row of env `e`'s episode with record `rec`: its first surviving
+    /// transition row, and for stacks of k frames the first whose k frames all survive (once
+    /// the ring has overwritten an episode's first frame, its first k - 1 surviving rows hold
+    /// no stack; see `frames`).
+    #[inline]
+    pub(crate) fn sampleable_start(&self, e: usize, rec: usize) -> u64 {
+        let (s, lo) = (self.ep_start[rec], self.alive_lo(e));
+        if self.k1 == 0 {
+            return s.max(lo);
+        }
+        let frames_from = s - u64::from(self.ep_pre[rec]);
+        if frames_from >= lo {
+            s
+        } else {
+            s.max(lo + self.k1)
+        }
+    }
+
+    /// (first sampleable row, terminal or open row) of the episode holding alive row `abs`
+    /// (see [`Storage::sampleable_start`]; the start is at most the end).
     #[inline]
     pub(crate) fn bounds_abs(&self, e: usize, abs: u64) -> (u64, u64) {
         let p = self.phys(e, abs);
         let ep = self.ep_id(p);
         let rec = self.ep_rec(e, ep);
-        let start = self.ep_start[rec].max(self.alive_lo(e));
         let end = match self.ep_end[rec] {
             OPEN => self.envs[e].head - 1,
             x => x,
         };
-        (start, end)
+        (self.sampleable_start(e, rec).min(end), end)
     }
 
     /// A zero-copy view of the column with public name `name` (see [`Schema::locate`]).
@@ -380,7 +438,7 @@ impl Storage {
         let same = |col: &Column, a: &Array<'_>| {
             a.dtype == col.spec.dtype
                 && a.dtype != DType::Bool
-                && a.row_bytes(a.ndim() - col.spec.shape.len()) == col.item_bytes
+                && a.row_bytes(a.ndim() - col.spec.shape.len()) == col.io_bytes()
         };
         let sc = &self.schema;
         sc.obs.iter().zip(&s.obs).all(|(c, a)| same(c, a))
@@ -404,29 +462,41 @@ impl Storage {
     }
 
     /// Claim the next row of env `e`'s ring, dropping whatever it held.
-    fn claim_row(&mut self, e: usize, per: Option<&mut PerState>) -> (u64, usize) {
+    fn claim_row(&mut self, e: usize, mut per: Option<&mut PerState>) -> (u64, usize) {
         let abs = self.envs[e].head;
         let p = self.phys(e, abs);
         if abs >= self.seg as u64 && self.flag(p) & F_TRANSITION != 0 {
-            self.envs[e].n_trans -= 1;
-            self.transitions -= 1;
-            if let Some(per) = per {
-                per.on_drop(p);
-            }
+            self.retire(e, p, per.as_deref_mut());
         }
         let o = p * self.schema.rec;
         self.bytes_mut()[o..o + 4].fill(0);
         self.fill.on_claim(e, abs);
         self.envs[e].head = abs + 1;
+        if self.k1 > 0 && abs >= self.seg as u64 {
+            self.retire_broken_stacks(e, abs, per);
+        }
         (abs, p)
     }
 
-    fn write_obs(&mut self, p: usize, given: &[&Array<'_>], i: usize) {
+    /// Row `p` of env `e` stops holding a sampleable transition.
+    #[inline]
+    pub(crate) fn retire(&mut self, e: usize, p: usize, per: Option<&mut PerState>) {
+        self.envs[e].n_trans -= 1;
+        self.transitions -= 1;
+        if let Some(per) = per {
+            per.on_drop(p);
+        }
+    }
+
+    /// Write frame `j` of input row `i` (the whole row: `j = 0` of an unstacked column) at
+    /// row p.
+    pub(crate) fn write_obs(&mut self, p: usize, given: &[&Array<'_>], i: usize, j: usize) {
         let rec = self.schema.rec;
         let data = crate::mem::bytes_of_mut(&mut self.data);
         for (col, a) in self.schema.obs.iter().zip(given.iter()) {
-            let rb = a.row_bytes(a.ndim() - col.spec.shape.len());
-            let src = &a.data[i * rb..(i + 1) * rb];
+            let rb = a.row_bytes(a.ndim() - col.spec.shape.len()) / col.stack;
+            let f = i * col.stack + j;
+            let src = &a.data[f * rb..(f + 1) * rb];
             let o = p * rec + col.offset;
             cast_into(
                 src,
@@ -438,7 +508,10 @@ impl Storage {
     }
 
     /// Whether the given observation (row i) is byte-equal to the one stored at row p.
-    fn obs_equal(&mut self, p: usize, given: &[&Array<'_>], i: usize) -> bool {
+    fn obs_equal(&mut self, e: usize, p: usize, given: &[&Array<'_>], i: usize) -> bool {
+        if self.k1 > 0 {
+            return self.stack_equal(e, p, given, i);
+        }
         self.obs_equal_at(p, given, i)
     }
 
@@ -461,14 +534,14 @@ impl Storage {
                 .iter()
                 .zip(s.obs.iter().zip(&s.obs_next))
                 .all(|(c, (a, b))| {
-                    let rb = c.item_bytes;
+                    let rb = c.io_bytes();
                     same_bytes(&a.data[i * rb..(i + 1) * rb], &b.data[j * rb..(j + 1) * rb])
                 }),
-            None => self.obs_equal_at(p, &s.obs, i),
+            None => self.obs_equal(e, p, &s.obs, i),
         }
     }
 
-    fn obs_equal_at(&mut self, p: usize, given: &[&Array<'_>], i: usize) -> bool {
+    pub(crate) fn obs_equal_at(&mut self, p: usize, given: &[&Array<'_>], i: usize) -> bool {
         let rec = self.schema.rec;
         let data = crate::mem::bytes_of(&self.data);
         for (col, a) in self.schema.obs.iter().zip(given.iter()) {
@@ -508,7 +581,7 @@ impl Storage {
             let pc = self.phys(e, cur);
             let same = match bulk.as_deref() {
                 Some(d) => self.obs_equal_bulk(e, pc, s, i, Some(d)),
-                None => self.obs_equal(pc, &s.obs, i),
+                None => self.obs_equal(e, pc, &s.obs, i),
             };
             if !same {
                 let last = self.phys(e, cur - 1);
@@ -521,10 +594,29 @@ impl Storage {
             }
         }
         if !self.envs[e].open {
+            // a stack whose oldest frames are not its first frame repeated (gymnasium's reset
+            // padding) brings them as prefix rows, so that its stack is rebuilt exactly
+            let pre = if self.k1 > 0 {
+                self.prefix_frames(s, i)
+            } else {
+                0
+            };
+            let first = self.schema.obs.first().map_or(1, |c| c.stack) - 1 - pre;
+            let ep = self.envs[e].next_ep;
+            for j in first..first + pre {
+                let (_, q) = self.claim_row(e, per.as_deref_mut());
+                match bulk.as_deref_mut() {
+                    Some(d) => d.obs.push((q, 0, i * (self.k1 as usize + 1) + j)),
+                    None => self.write_obs(q, &s.obs, i, j),
+                }
+                self.set_flag(q, F_PREFIX);
+                self.set_ep_id(q, ep);
+            }
             let (abs, p) = self.claim_row(e, per.as_deref_mut());
+            let newest = self.k1 as usize;
             match bulk.as_deref_mut() {
-                Some(d) => d.obs.push((p, 0, i)),
-                None => self.write_obs(p, &s.obs, i),
+                Some(d) => d.obs.push((p, 0, i * (newest + 1) + newest)),
+                None => self.write_obs(p, &s.obs, i, newest),
             }
             let st = &mut self.envs[e];
             let ep = st.next_ep;
@@ -537,6 +629,9 @@ impl Storage {
             let rec = self.ep_rec(e, ep);
             self.ep_start[rec] = abs;
             self.ep_end[rec] = OPEN;
+            if self.k1 > 0 {
+                self.ep_pre[rec] = pre as u8;
+            }
         }
         // transition fields at the open row
         let cur = self.envs[e].head - 1;
@@ -580,12 +675,13 @@ impl Storage {
         }
         // next observation in the next row
         let (nabs, np) = self.claim_row(e, per);
+        let newest = self.k1 as usize;
         match bulk {
             Some(d) => {
-                d.obs.push((np, 1, i));
+                d.obs.push((np, 1, i * (newest + 1) + newest));
                 d.pending[e] = i;
             }
-            None => self.write_obs(np, &s.obs_next, i),
+            None => self.write_obs(np, &s.obs_next, i, newest),
         }
         let ep = self.envs[e].next_ep - 1;
         self.set_ep_id(np, ep);

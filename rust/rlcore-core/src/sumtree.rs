@@ -46,6 +46,11 @@ pub struct SumTree {
 }
 
 impl SumTree {
+    /// Bytes of both trees.
+    pub fn nbytes(&self) -> usize {
+        std::mem::size_of_val(&*self.sum) + std::mem::size_of_val(&*self.min)
+    }
+
     /// The first line of every level for `len` leaves, and the number of lines in all.
     fn layout(len: usize) -> (Vec<usize>, usize) {
         let mut level_at = Vec::new();

@@ -204,12 +204,12 @@ impl RawBuffer {
                         alpha=Given(None), beta=Given(None), eps=Given(None), her_strategy=None,
                         future_k=Given(None), distance_threshold=None,
                         achieved_goal_key="achieved_goal", desired_goal_key="desired_goal",
-                        finished_only=false, exact_ratio=false),
+                        finished_only=false, exact_ratio=false, frame_stack=None),
            text_signature = "(capacity, *, num_envs=1, seed=None, prioritized=False, alpha=0.6, \
                              beta=0.4, eps=1e-06, her_strategy=None, future_k=4.0, \
                              distance_threshold=None, achieved_goal_key='achieved_goal', \
                              desired_goal_key='desired_goal', finished_only=False, \
-                             exact_ratio=False)")]
+                             exact_ratio=False, frame_stack=None)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         capacity: &Bound<'_, PyAny>,
@@ -226,6 +226,7 @@ impl RawBuffer {
         desired_goal_key: &str,
         finished_only: bool,
         exact_ratio: bool,
+        frame_stack: Option<&Bound<'_, PyAny>>,
     ) -> Result<Self> {
         let capacity = convert::count(capacity, "capacity")?;
         let num_envs = num_envs.count("num_envs", 1)?;
@@ -237,7 +238,14 @@ impl RawBuffer {
         );
         let future_k = future_k.float("future_k", 4.0)?;
         let distance_threshold = convert::opt_float(distance_threshold, "distance_threshold")?;
+        let frame_stack = frame_stack
+            .filter(|k| !k.is_none())
+            .map(|k| convert::count(k, "frame_stack"))
+            .transpose()?;
         let mut core = ReplayCore::new(capacity, num_envs, seed)?;
+        if let Some(k) = frame_stack {
+            core.enable_frame_stack(k)?;
+        }
         if prioritized {
             core.enable_per(alpha, beta, eps)?;
         }
@@ -533,6 +541,18 @@ impl RawBuffer {
     #[getter]
     fn segment_len(&self, py: Python<'_>) -> Result<usize> {
         Ok(self.lock(py)?.segment_len())
+    }
+    /// k of a buffer that stores observations as stacks of k frames (one frame per row), or
+    /// None.
+    #[getter]
+    fn frame_stack(&self, py: Python<'_>) -> Result<Option<usize>> {
+        Ok(self.lock(py)?.frame_stack())
+    }
+    /// Bytes of memory the buffer holds: row records (allocated with the columns), episode
+    /// index, priorities, sampler scratch. Resident once every row has been written.
+    #[getter]
+    fn nbytes(&self, py: Python<'_>) -> Result<usize> {
+        Ok(self.lock(py)?.nbytes())
     }
     #[getter]
     fn prioritized(&self, py: Python<'_>) -> Result<bool> {

@@ -17,21 +17,24 @@ use crate::convert::What;
 
 /// The (name, dtype name, shape) of every state part a buffer of `capacity` rows over `num_envs`
 /// envs with columns `obs` + `step` (lists of (name, dtype name, shape); both empty before the
-/// first add) and prioritized replay on or off has, in `_state_parts` order, computed without
-/// building the buffer (a loader checks a save's files against it before allocating anything).
-/// Raises InvalidValueError for a capacity or num_envs the buffer refuses, DTypeError for an
-/// unknown dtype name.
+/// first add), prioritized replay on or off and `frame_stack` (None or k) has, in
+/// `_state_parts` order, computed without building the buffer (a loader checks a save's files
+/// against it before allocating anything). Raises InvalidValueError for a capacity or num_envs
+/// the buffer refuses, DTypeError for an unknown dtype name, ShapeError/InvalidValueError for
+/// columns a frame stack of k refuses.
 #[pyfunction]
-#[pyo3(signature = (capacity, num_envs, obs, step, prioritized))]
+#[pyo3(signature = (capacity, num_envs, obs, step, prioritized, frame_stack=None))]
 fn _state_layout(
     capacity: usize,
     num_envs: usize,
     obs: &Bound<'_, PyAny>,
     step: &Bound<'_, PyAny>,
     prioritized: bool,
+    frame_stack: Option<usize>,
 ) -> errors::Result<Vec<(String, &'static str, Vec<usize>)>> {
     let (o, s) = (convert::specs(obs)?, convert::specs(step)?);
-    let layout = rlcore_core::state::state_layout_for(capacity, num_envs, &o, &s, prioritized)?;
+    let layout =
+        rlcore_core::state::state_layout_for(capacity, num_envs, &o, &s, prioritized, frame_stack)?;
     Ok(layout
         .into_iter()
         .map(|(name, dtype, shape)| (name, dtype.name(), shape))
