@@ -335,9 +335,16 @@ impl ReplayCore {
     /// O(stored episodes), plus O(log capacity) per episode under PER (range sums of the tree).
     ///
     /// Errors: `InvalidValue` for `seq_len < 1` or a length that overflows.
-    pub fn sequence_start_mass(&self, seq_len: usize, burn_in: usize, pad: bool) -> Result<(u64, f64)> {
+    pub fn sequence_start_mass(
+        &self,
+        seq_len: usize,
+        burn_in: usize,
+        pad: bool,
+    ) -> Result<(u64, f64)> {
         if seq_len < 1 {
-            return Err(CoreError::value(format!("seq_len must be >= 1, got {seq_len}")));
+            return Err(CoreError::value(format!(
+                "seq_len must be >= 1, got {seq_len}"
+            )));
         }
         let l = burn_in
             .checked_add(seq_len)

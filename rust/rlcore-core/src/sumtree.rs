@@ -193,11 +193,11 @@ impl SumTree {
                 return acc;
             }
             let entry = |i: usize| self.sum[at + i / K].0[i % K];
-            while lo < hi && lo % K != 0 {
+            while lo < hi && !lo.is_multiple_of(K) {
                 acc += entry(lo);
                 lo += 1;
             }
-            while lo < hi && hi % K != 0 {
+            while lo < hi && !hi.is_multiple_of(K) {
                 hi -= 1;
                 acc += entry(hi);
             }
