@@ -656,7 +656,7 @@ def write_markdown(
         L.extend(e2e_section(e2e or [], meta))
 
     if memory:
-        L.extend(memory_section(memory))
+        L.extend(memory_section(memory, pics.get("memory_atari")))
 
     L.extend(scale_sections(cpu_groups, skipped_in))
 
@@ -884,7 +884,40 @@ def scale_sections(
     return L
 
 
-def atari_memory_section(memory: list[dict[str, Any]]) -> list[str]:
+def memory_chart(memory: list[dict[str, Any]] | None, img: Path) -> str | None:
+    """A bar chart of bytes per transition of the Atari case (``img/bench_memory_atari.png``):
+    every library's bar, rlcore's highlighted, the floor as a line; ``None`` without such records."""
+    recs = [r for r in memory or [] if r["case"] == "atari" and "bytes_per_transition" in r]
+    if not recs:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    img.mkdir(parents=True, exist_ok=True)
+    recs = sorted(recs, key=lambda r: _lib_key(r["lib"]))[::-1]
+    libs = [r["lib"] + (" (scaled)" if "scaled_to" in r else "") for r in recs]
+    vals = [r["bytes_per_transition"] for r in recs]
+    floor = next((r["floor_bytes_per_transition"] for r in recs if "floor_bytes_per_transition" in r), 7056)
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(recs) + 1.3))
+    colors = ["#d1495b" if r["lib"].startswith("rlcore") else "#5b7c99" for r in recs]
+    ax.barh(libs, vals, color=colors)
+    ax.axvline(floor, color="black", lw=0.8, ls="--", label=f"floor: one frame, {floor:,} B")
+    ax.set_xscale("log")
+    ax.set_xlim(floor / 2, max(vals) * 6)
+    for y, v in enumerate(vals):
+        ax.text(v, y, f"  {v:,.0f} B = {v * 1e6 / 1e9:.1f} GB at 1M", va="center", fontsize=7)
+    ax.set_xlabel("bytes per transition (log scale)")
+    ax.set_title("Atari replay: 84×84 uint8 frames, stack of 4", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(img / "bench_memory_atari.png", dpi=90)
+    plt.close(fig)
+    return "img/bench_memory_atari.png"
+
+
+def atari_memory_section(memory: list[dict[str, Any]], chart: str | None = None) -> list[str]:
     """The Atari case of ``benches/suite/memory.py`` (issue 19): rlcore with ``frame_stack=4``
     measured full at 1M transitions, the peers measured at a smaller count and scaled."""
     recs = [r for r in memory if r["case"] == "atari"]
@@ -910,6 +943,8 @@ def atari_memory_section(memory: list[dict[str, Any]]) -> list[str]:
         ratio = fmt_ratio(bpt / base["bytes_per_transition"]) if base else ""
         L.append(f"| {r['lib']} | {_count(r['n'])} | {bpt:,.0f} | {bpt * 1e6 / 1e9:.2f} GB{scaled} | {ratio} |")
     L.append(f"| floor (one frame) | | {floor:,} | {floor * 1e6 / 1e9:.2f} GB | |")
+    if chart:
+        L.append(f"\n![bytes per transition, Atari frames]({chart})")
     if base and "rss_total" in base:
         L.append(
             f"\n- rlcore's whole process (interpreter, numpy, rlcore, the full buffer) is resident at "
@@ -920,9 +955,10 @@ def atari_memory_section(memory: list[dict[str, Any]]) -> list[str]:
     return L
 
 
-def memory_section(memory: list[dict[str, Any]]) -> list[str]:
-    """Resident bytes per stored transition, from ``benches/suite/memory.py`` records."""
-    atari = atari_memory_section(memory)
+def memory_section(memory: list[dict[str, Any]], chart: str | None = None) -> list[str]:
+    """Resident bytes per stored transition, from ``benches/suite/memory.py`` records (``chart``:
+    the Atari case's :func:`memory_chart`)."""
+    atari = atari_memory_section(memory, chart)
     memory = [r for r in memory if r["case"] != "atari"]
     cases: list[str] = []
     for r in memory:
@@ -1208,6 +1244,8 @@ def build_report(
     groups = by_group(rows)
     out.parent.mkdir(parents=True, exist_ok=True)
     pics = charts(groups, out.parent / "img")
+    if (mem_chart := memory_chart(memory, out.parent / "img")) is not None:
+        pics["memory_atari"] = mem_chart
     text = write_markdown(groups, skips, pics, meta, memory=memory, e2e=e2e)
     out.write_text(text)
     return text, pics, groups

@@ -324,3 +324,27 @@ def test_floor_rows_give_the_distance_to_the_floor_in_the_headline_and_their_own
     assert line.split("|")[3].strip() == bench.fmt_ratio(2.5)
     assert line.split("|")[4].strip() == bench.fmt_ratio(6.25)
     assert bench.floor_table(bench.by_group([row(g, "rlcore", 1e-6)])) == []
+
+
+def test_atari_memory_is_drawn_and_the_report_shows_the_chart(tmp_path: Path) -> None:
+    """``make bench`` plots bytes per transition of the Atari case: one bar per library, the floor
+    as a line, the image linked under the memory table (issue 19)."""
+    raw = tmp_path / "raw"
+    shutil.copytree(FIXTURE, raw)
+    atari = [
+        {"lib": "rlcore", "case": "atari", "n": 1_000_000, "bytes_per_transition": 7103.0,
+         "floor_bytes_per_transition": 7056, "rss_total": 7.144e9, "nbytes": 7.104e9, "fill_s": 21.0},
+        {"lib": "sb3", "case": "atari", "n": 20_000, "bytes_per_transition": 56477.0, "scaled_to": 1_000_000},
+    ]
+    old = json.loads((raw / "memory.json").read_text()) if (raw / "memory.json").exists() else []
+    (raw / "memory.json").write_text(json.dumps(old + atari))
+    out = tmp_path / "docs" / "benchmarks.md"
+    assert bench.main(["--from", str(raw), "--out", str(out)]) == 0
+    text = out.read_text()
+    png = out.parent / "img" / "bench_memory_atari.png"
+    assert png.exists() and png.stat().st_size > 5_000
+    section = text[text.index("### Atari replay"):]
+    assert "](img/bench_memory_atari.png)" in section.split("\n### ")[0]
+    assert "7.10 GB (measured)" in section and "56.48 GB (scaled)" in section
+    # no Atari records: no chart
+    assert bench.memory_chart([r for r in old if r.get("case") != "atari"], tmp_path / "img2") is None
