@@ -12,7 +12,8 @@
   sampler, and the state-dict layout. Each algorithm adds its config, its optimizer(s),
   ``from_spaces`` (through :func:`default_policy`) and ``update``.
 * Free functions: :func:`ppo_policy_loss`, :func:`value_loss`, :func:`normalize_advantages`,
-  :func:`explained_variance`, :func:`flatten_valid`, :func:`anneal_learning_rate`. Adam and gradient
+  :func:`explained_variance`, :func:`flatten_valid`, :func:`anneal_learning_rate` (from
+  :mod:`rlcore.algos.common`). Adam and gradient
   clipping are :mod:`rlcore.algos.common`'s.
 
 Dimension letters: B batch (valid rows of a rollout), T time, N envs, O flat observation, A action.
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.algos.common import resolve_device
+from rlcore.algos.common import anneal_learning_rate, resolve_device
 from rlcore.batch import Rollout
 from rlcore.nets import EnsembleLinear, ObsEncoder, RunningMeanStd
 
@@ -372,20 +373,6 @@ def explained_variance(pred: np.ndarray, target: np.ndarray) -> float:
     """``1 - Var(target - pred) / Var(target)`` (NaN when the target is constant)."""
     var = float(np.var(target))
     return float("nan") if var == 0 else 1.0 - float(np.var(target - pred)) / var
-
-
-def anneal_learning_rate(
-    optimizer: torch.optim.Optimizer, lr: float, env_steps: int, anneal_env_steps: int | None
-) -> float:
-    """Set ``lr * max(0, 1 - env_steps / anneal_env_steps)`` on every param group; return it.
-
-    ``anneal_env_steps=None`` keeps ``lr`` (CleanRL's ``anneal_lr`` with the horizon in env steps).
-    """
-    if anneal_env_steps is not None:
-        lr = lr * max(0.0, 1.0 - env_steps / anneal_env_steps)
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    return lr
 
 
 class PolicyConfig(Protocol):

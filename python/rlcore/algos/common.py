@@ -26,6 +26,7 @@ __all__ = [
     "OffPolicyAlgorithm",
     "TargetNetwork",
     "adam",
+    "anneal_learning_rate",
     "as_torch",
     "check_fields",
     "clip_grad",
@@ -84,6 +85,20 @@ def adam(
     params = list(params)
     fused = all(p.device.type in ("cpu", "cuda") for p in params)
     return torch.optim.Adam(params, lr=lr, eps=eps, weight_decay=weight_decay, fused=fused or None)
+
+
+def anneal_learning_rate(
+    optimizer: torch.optim.Optimizer, lr: float, env_steps: int, anneal_env_steps: int | None
+) -> float:
+    """Set ``lr * max(0, 1 - env_steps / anneal_env_steps)`` on every param group; return it.
+
+    ``anneal_env_steps=None`` keeps ``lr`` (CleanRL's ``anneal_lr`` with the horizon in env steps).
+    """
+    if anneal_env_steps is not None:
+        lr = lr * max(0.0, 1.0 - env_steps / anneal_env_steps)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    return lr
 
 
 def clip_grad(params: Iterable[torch.Tensor], max_norm: float | None) -> float:

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from rlcore.algos.common import (
     TargetNetwork,
     adam,
+    anneal_learning_rate,
     as_torch,
     check_fields,
     freeze,
@@ -35,6 +36,7 @@ from rlcore.algos.common import (
 )
 from rlcore.batch import TransitionBatch
 from rlcore.nets import DiscreteQNetwork, ImageQNetwork, ObsEncoder, PixelObs, is_image_space
+from rlcore.schedules import LinearSchedule
 from rlcore.stats import not_logged
 
 __all__ = ["DQN", "DQNConfig", "DQNStats"]
@@ -204,8 +206,7 @@ class DQN:
     def epsilon(self) -> float:
         """Linear schedule from ``eps_start`` to ``eps_end`` over ``eps_decay_env_steps`` env steps."""
         c = self.config
-        frac = min(1.0, self.explore_env_steps / max(1, c.eps_decay_env_steps))
-        return c.eps_start + frac * (c.eps_end - c.eps_start)
+        return LinearSchedule(c.eps_start, c.eps_end, max(1, c.eps_decay_env_steps))(self.explore_env_steps)
 
     @torch.no_grad()
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
@@ -256,9 +257,7 @@ class DQN:
         loss = weighted_mean(loss_B, weights_B)
 
         if c.lr_anneal_env_steps is not None:
-            frac = min(1.0, self.explore_env_steps / c.lr_anneal_env_steps)
-            for group in self.optimizer.param_groups:
-                group["lr"] = c.lr * (1.0 - frac)
+            anneal_learning_rate(self.optimizer, c.lr, self.explore_env_steps, c.lr_anneal_env_steps)
         grad_norm = gradient_step(self.optimizer, loss, self._q_params, c.max_grad_norm)
 
         self.grad_steps += 1

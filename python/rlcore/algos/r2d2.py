@@ -28,10 +28,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.algos.common import TargetNetwork, adam, check_fields, freeze, gradient_step, resolve_device
+from rlcore.algos.common import (
+    TargetNetwork,
+    adam,
+    anneal_learning_rate,
+    check_fields,
+    freeze,
+    gradient_step,
+    resolve_device,
+)
 from rlcore.buffers.sequences import SequenceBatch
 from rlcore.errors import ShapeError
 from rlcore.nets import RunningMeanStd
+from rlcore.schedules import LinearSchedule
 from rlcore.stats import not_logged
 
 __all__ = ["R2D2", "R2D2Config", "R2D2Stats", "RecurrentQNetwork"]
@@ -207,8 +216,7 @@ class R2D2:
     def epsilon(self) -> float:
         """Linear schedule from ``eps_start`` to ``eps_end`` over ``eps_decay_env_steps`` env steps."""
         c = self.config
-        frac = min(1.0, self.explore_env_steps / max(1, c.eps_decay_env_steps))
-        return c.eps_start + frac * (c.eps_end - c.eps_start)
+        return LinearSchedule(c.eps_start, c.eps_end, max(1, c.eps_decay_env_steps))(self.explore_env_steps)
 
     def _norm(self, obs_BTO: torch.Tensor) -> torch.Tensor:
         """Observations as the networks see them (normalised when ``normalize_obs``)."""
@@ -314,9 +322,7 @@ class R2D2:
         loss_B = (loss_BL * train_BL).sum(1) / n_B.clamp(min=1)
         loss = (loss_B * weights_B).mean() if weights_B is not None else loss_B.mean()
         if c.lr_anneal_env_steps is not None:
-            frac = min(1.0, self.explore_env_steps / c.lr_anneal_env_steps)
-            for group in self.optimizer.param_groups:
-                group["lr"] = c.lr * (1.0 - frac)
+            anneal_learning_rate(self.optimizer, c.lr, self.explore_env_steps, c.lr_anneal_env_steps)
         grad_norm = gradient_step(self.optimizer, loss, self._q_params, c.max_grad_norm)
 
         self.grad_steps += 1
