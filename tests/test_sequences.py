@@ -406,6 +406,24 @@ def test_bad_sequence_arguments_raise_typed_errors_and_change_nothing():
         buf.update_sequence_priorities([0], np.zeros((1, 2)))
 
 
+def test_sequence_start_mass_counts_the_starts_and_refuses_bad_arguments():
+    buf, _ = _simple(40)
+    count, mass = buf.sequence_start_mass(3, burn_in=1)
+    starts = {int(i) for _ in range(50) for i in buf.sample_sequences(64, 3, burn_in=1).start_indices}
+    assert count == mass == len(starts) > 0  # every eligible start is drawn, and only those
+    assert buf.sequence_start_mass(1) == (len(buf), float(len(buf)))  # L = 1: every transition
+    assert rlcore.ReplayBuffer(10).sequence_start_mass(2) == (0, 0.0)
+    for kw, err in [
+        (dict(seq_len=0), InvalidValueError),
+        (dict(seq_len=3, burn_in=-1), InvalidValueError),
+        (dict(seq_len=2.0), DTypeError),
+        (dict(seq_len=3, burn_in=True), DTypeError),
+    ]:
+        with pytest.raises(err):
+            buf.sequence_start_mass(**kw)
+    assert buf.sequence_start_mass(3, burn_in=1) == (count, mass)  # nothing changed
+
+
 def test_bad_sequence_priority_updates_raise_typed_errors_and_write_nothing():
     buf, _ = _simple(40, prioritized=True)
     batch = buf.sample_sequences(4, 3)
