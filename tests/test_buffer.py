@@ -1519,20 +1519,24 @@ def test_bench_floor_gather_copies_the_drawn_rows_and_their_next_rows():
 
 @pytest.mark.parametrize("prioritized", [False, True])
 @pytest.mark.parametrize("num_envs", [1, 3])
-def test_bulk_extend_equals_step_by_step_add_through_cuts_wraps_and_masks(num_envs, prioritized):
+@pytest.mark.parametrize("masked", [True, False])
+@pytest.mark.parametrize("p_cut", [0.15, 0.003])
+def test_bulk_extend_equals_step_by_step_add_through_cuts_wraps_and_masks(num_envs, prioritized, masked, p_cut):
     """``extend`` of many rows copies the columns after the rows' bookkeeping (issue 20's bulk
-    path); it must build exactly the state of step-by-step adds: continuity cuts (the check
-    compares with this call's own obs_next), episode ends, a ring that wraps several times within
-    one call, masked steps, a dict observation and an extra."""
+    path), and one env's unmasked rows that continue an episode go as whole runs; it must build
+    exactly the state of step-by-step adds: continuity cuts (the check compares with this call's
+    own obs_next), episode ends, a ring that wraps several times within one call (runs longer
+    than the ring), masked steps, a dict observation and an extra."""
     rng = np.random.default_rng(5)
     t, n = 400, num_envs
     obs = rng.standard_normal((t, n, 3)).astype(np.float32)
     obs_next = rng.standard_normal((t, n, 3)).astype(np.float32)
-    cont = rng.random((t, n)) < 0.85
+    cont = rng.random((t, n)) >= p_cut
     obs[1:][cont[1:]] = obs_next[:-1][cont[1:]]  # mostly continuous streams, some cuts
-    term = rng.random((t, n)) < 0.03
-    trunc = rng.random((t, n)) < 0.03
-    mask = rng.random((t, n)) < 0.9
+    p_done = 0.03 if p_cut > 0.01 else 0.002
+    term = rng.random((t, n)) < p_done
+    trunc = rng.random((t, n)) < p_done
+    mask = rng.random((t, n)) < 0.9 if masked else np.ones((t, n), bool)
     act = rng.integers(0, 5, (t, n)).astype(np.int64)
     rew = rng.standard_normal((t, n)).astype(np.float32)
     aux = rng.standard_normal((t, n, 2))
@@ -1548,7 +1552,10 @@ def test_bulk_extend_equals_step_by_step_add_through_cuts_wraps_and_masks(num_en
         steps, bulk = make(), make()
         want = [steps.add(pick(o, k), act[k], rew[k], term[k], trunc[k], pick(on, k), mask=mask[k], aux=aux[k])
                 for k in range(t)]
-        got = bulk.extend(o, act, rew, term, trunc, on, mask=mask, aux=aux)
+        got = bulk.extend(o, act, rew, term, trunc, on, mask=mask if masked else None, aux=aux)
         assert got.indices.tolist() == [i for r in want for i in r.indices.tolist()]
         assert got.episode_returns.tolist() == [x for r in want for x in r.episode_returns.tolist()]
+        assert got.episode_lengths.tolist() == [x for r in want for x in r.episode_lengths.tolist()]
         _state_equal(steps, bulk)
+        assert len(steps) == len(bulk)  # the counters, which the state does not hold
+        np.testing.assert_array_equal(steps.sample(64).indices, bulk.sample(64).indices)

@@ -242,6 +242,8 @@ class ReplayBuffer(RawBuffer):
         rew_a = np.asarray(rew)
         n = self.num_envs
         if rew_a.ndim == 1 and n == 1:  # T steps of one env: the core validates the leading T
+            if mask is None and not extras:  # (keyword arguments cost a dict per call)
+                return self._extend(obs, act, rew_a, terminated, truncated, obs_next)
             return self._extend(obs, act, rew_a, terminated, truncated, obs_next, mask=mask, extras=extras)
         if rew_a.ndim == 2 and rew_a.shape[1] == n:
             lead: tuple[int, ...] = rew_a.shape

@@ -118,15 +118,20 @@ fn cpu_now() -> f64 {
     T0.with(|t0| t0.elapsed().as_secs_f64())
 }
 
-/// (median, min, max) µs per call over 15 blocks of 400 calls; the first error ends it.
+/// (median, min, max) µs per call over 15 blocks of 400 calls (or RLCORE_BENCH_CALLS); the first error ends it.
 fn time(mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64, f64)> {
+    // RLCORE_BENCH_CALLS: calls per block (400), larger to profile one case
+    let calls: usize = std::env::var("RLCORE_BENCH_CALLS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(400);
     let mut v = Vec::new();
     for _ in 0..15 {
         let t = cpu_now();
-        for _ in 0..400 {
+        for _ in 0..calls {
             f()?;
         }
-        v.push((cpu_now() - t) * 1e6 / 400.0);
+        v.push((cpu_now() - t) * 1e6 / calls as f64);
     }
     v.sort_by(f64::total_cmp);
     Ok((v[7], v[0], v[14]))
@@ -203,6 +208,102 @@ fn main() -> Result<()> {
                     pcore.update_priorities(&idx, &prio).map(|_| ())
                 })?,
             );
+        }
+        if want("add one transition") || want("extend 1,000 rows") {
+            // a chained stream of 1,000-step episodes of one env into the full ring
+            let steps: usize = 1000;
+            let obs_all: Vec<f32> = (0..(steps + 1) * OBS).map(|i| (i % 97) as f32).collect();
+            let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|f| f.to_ne_bytes()).collect() };
+            let (obs, obs_next) = (bytes(&obs_all[..steps * OBS]), bytes(&obs_all[OBS..]));
+            let act = bytes(&vec![0.5f32; steps * ACT]);
+            let rew = bytes(&vec![1.0f32; steps]);
+            let term = vec![0u8; steps];
+            let trunc: Vec<u8> = (0..steps).map(|i| u8::from(i == steps - 1)).collect();
+            let ob = OBS * 4;
+            let (so, sa, sn) = ([steps, OBS], [steps, ACT], [steps]);
+            if want("add one transition") {
+                let mut i = 0usize;
+                report(
+                    "add one transition",
+                    time(|| {
+                        let s = Steps {
+                            obs: Obs::Array(Array {
+                                dtype: DType::F32,
+                                shape: &[OBS],
+                                data: &obs[i * ob..(i + 1) * ob],
+                            }),
+                            act: Array {
+                                dtype: DType::F32,
+                                shape: &[ACT],
+                                data: &act[i * ACT * 4..(i + 1) * ACT * 4],
+                            },
+                            rew: Array {
+                                dtype: DType::F32,
+                                shape: &[],
+                                data: &rew[i * 4..i * 4 + 4],
+                            },
+                            terminated: Array {
+                                dtype: DType::U8,
+                                shape: &[],
+                                data: &term[i..i + 1],
+                            },
+                            truncated: Array {
+                                dtype: DType::U8,
+                                shape: &[],
+                                data: &trunc[i..i + 1],
+                            },
+                            obs_next: Obs::Array(Array {
+                                dtype: DType::F32,
+                                shape: &[OBS],
+                                data: &obs_next[i * ob..(i + 1) * ob],
+                            }),
+                            extras: &[],
+                            mask: None,
+                            env_ids: None,
+                        };
+                        i = (i + 1) % steps;
+                        core.add(&s).map(|_| ())
+                    })?,
+                );
+            }
+            if want("extend 1,000 rows") {
+                let s = Steps {
+                    obs: Obs::Array(Array {
+                        dtype: DType::F32,
+                        shape: &so,
+                        data: &obs,
+                    }),
+                    act: Array {
+                        dtype: DType::F32,
+                        shape: &sa,
+                        data: &act,
+                    },
+                    rew: Array {
+                        dtype: DType::F32,
+                        shape: &sn,
+                        data: &rew,
+                    },
+                    terminated: Array {
+                        dtype: DType::U8,
+                        shape: &sn,
+                        data: &term,
+                    },
+                    truncated: Array {
+                        dtype: DType::U8,
+                        shape: &sn,
+                        data: &trunc,
+                    },
+                    obs_next: Obs::Array(Array {
+                        dtype: DType::F32,
+                        shape: &so,
+                        data: &obs_next,
+                    }),
+                    extras: &[],
+                    mask: None,
+                    env_ids: None,
+                };
+                report("extend 1,000 rows", time(|| core.extend(&s).map(|_| ()))?);
+            }
         }
     }
     Ok(())

@@ -275,8 +275,24 @@ pub fn cast_into(src: &[u8], src_dt: DType, dst: &mut [u8], dst_dt: DType) {
 }
 
 /// Read element `i` of a byte slice of dtype `dt` as f64 (for rewards).
-#[inline]
+#[inline(always)]
 pub fn read_f64(dt: DType, bytes: &[u8], i: usize) -> f64 {
+    // the rewards' usual dtypes inline, the others through the generic read
+    match dt {
+        DType::F32 => {
+            let b = &bytes[i * 4..i * 4 + 4];
+            f32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as f64
+        }
+        DType::F64 => {
+            let b = &bytes[i * 8..i * 8 + 8];
+            f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+        }
+        _ => read_f64_any(dt, bytes, i),
+    }
+}
+
+#[inline(never)]
+fn read_f64_any(dt: DType, bytes: &[u8], i: usize) -> f64 {
     let s = dt.size();
     match read(dt, &bytes[i * s..(i + 1) * s]) {
         Value::F(f) => f,
@@ -286,9 +302,12 @@ pub fn read_f64(dt: DType, bytes: &[u8], i: usize) -> f64 {
 }
 
 /// Read element `i` as a flag: nonzero means set.
-#[inline]
+#[inline(always)]
 pub fn read_flag(dt: DType, bytes: &[u8], i: usize) -> bool {
     let s = dt.size();
+    if s == 1 {
+        return bytes[i] != 0;
+    }
     bytes[i * s..(i + 1) * s].iter().any(|&b| b != 0)
 }
 

@@ -127,22 +127,35 @@ pub fn gather_column(src: &[u8], rec: usize, off: usize, n: usize, rows: &[usize
     }
 }
 
-/// The mirror of [`gather_column`]: for each `(row, k, i)` of `writes`, in order, the `n` bytes
-/// `srcs[k][i * n .. (i + 1) * n]` into `dst` at `row * rec + off` (a later write to a row
-/// replaces an earlier one; `k` picks one of two sources, e.g. `obs` and `obs_next`). Specialised
-/// per size class like the gather; sizes or rows that fail the up-front check take the checked
-/// slice path.
+/// A run of rows written from one source: input rows `at .. at + len` of source `src` into
+/// rows `row .. row + len` (a single row is a run of length 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub row: usize,
+    pub src: u8,
+    pub at: usize,
+    pub len: usize,
+}
+
+/// The mirror of [`gather_column`]: for each span of `writes`, in order, and each `j < len`, the
+/// `n` bytes `srcs[src][(at + j) * n ..][..n]` into `dst` at `(row + j) * rec + off` (a later
+/// write to a row replaces an earlier one; `src` picks one of two sources, e.g. `obs` and
+/// `obs_next`). Specialised per size class like the gather; sizes or rows that fail the up-front
+/// check take the checked slice path.
 pub fn scatter_column(
     dst: &mut [u8],
     rec: usize,
     off: usize,
     n: usize,
-    writes: &[(usize, u8, usize)],
+    writes: &[Span],
     srcs: [&[u8]; 2],
 ) {
     let (top_row, top_src) = writes
         .iter()
-        .fold((0, 0), |(r, i), &(wr, _, wi)| (r.max(wr), i.max(wi)));
+        .filter(|w| w.len > 0)
+        .fold((0, 0), |(r, i), w| {
+            (r.max(w.row + w.len - 1), i.max(w.at + w.len - 1))
+        });
     let fits = (top_src + 1)
         .checked_mul(n)
         .is_some_and(|end| end <= srcs[0].len().min(srcs[1].len()))
@@ -150,36 +163,40 @@ pub fn scatter_column(
             .checked_mul(rec)
             .and_then(|x| x.checked_add(off + n))
             .is_some_and(|end| end <= dst.len())
-        && writes.iter().all(|w| w.1 < 2);
+        && writes.iter().all(|w| w.src < 2);
     #[inline(always)]
     fn each<const K: usize>(
         dst: &mut [u8],
         rec: usize,
         off: usize,
         n: usize,
-        writes: &[(usize, u8, usize)],
+        writes: &[Span],
         srcs: [&[u8]; 2],
     ) {
         let (s, d) = ([srcs[0].as_ptr(), srcs[1].as_ptr()], dst.as_mut_ptr());
-        for &(r, k, i) in writes {
-            // SAFETY: K <= n, k < 2, and the largest row's and source index's n bytes were checked
-            // to lie inside `dst` and both sources, so both K-byte windows of both sides are in
-            // bounds.
-            unsafe {
-                let a = s[k as usize].add(i * n);
-                let b = d.add(r * rec + off);
-                let x = std::ptr::read_unaligned(a as *const [u8; K]);
-                let y = std::ptr::read_unaligned(a.add(n - K) as *const [u8; K]);
-                std::ptr::write_unaligned(b as *mut [u8; K], x);
-                std::ptr::write_unaligned(b.add(n - K) as *mut [u8; K], y);
+        for w in writes {
+            for j in 0..w.len {
+                // SAFETY: K <= n, src < 2, and the largest row's and source index's n bytes were
+                // checked to lie inside `dst` and both sources, so both K-byte windows of both
+                // sides are in bounds.
+                unsafe {
+                    let a = s[w.src as usize].add((w.at + j) * n);
+                    let b = d.add((w.row + j) * rec + off);
+                    let x = std::ptr::read_unaligned(a as *const [u8; K]);
+                    let y = std::ptr::read_unaligned(a.add(n - K) as *const [u8; K]);
+                    std::ptr::write_unaligned(b as *mut [u8; K], x);
+                    std::ptr::write_unaligned(b.add(n - K) as *mut [u8; K], y);
+                }
             }
         }
     }
     match n {
         _ if !fits || !(4..=128).contains(&n) => {
-            for &(r, k, i) in writes {
-                let o = r * rec + off;
-                dst[o..o + n].copy_from_slice(&srcs[k as usize][i * n..(i + 1) * n]);
+            for w in writes {
+                for j in 0..w.len {
+                    let (o, i) = ((w.row + j) * rec + off, w.at + j);
+                    dst[o..o + n].copy_from_slice(&srcs[w.src as usize][i * n..(i + 1) * n]);
+                }
             }
         }
         4..=8 => each::<4>(dst, rec, off, n, writes, srcs),
@@ -351,24 +368,30 @@ mod tests {
     #[test]
     fn scatter_column_writes_in_order_for_every_width() {
         let rec = 160;
+        let sp = |row, src, at, len| Span { row, src, at, len };
         for n in 0..=150 {
-            let a: Vec<u8> = (0..4 * n).map(|i| (i * 7 + 3) as u8).collect();
-            let b: Vec<u8> = (0..4 * n).map(|i| (i * 5 + 1) as u8).collect();
-            // row 2 is written from both sources; the later write wins
+            let a: Vec<u8> = (0..6 * n).map(|i| (i * 7 + 3) as u8).collect();
+            let b: Vec<u8> = (0..6 * n).map(|i| (i * 5 + 1) as u8).collect();
+            // row 2 is written from both sources and row 6 by two runs; the later write wins
             let writes = [
-                (2usize, 0u8, 0usize),
-                (5, 1, 3),
-                (2, 1, 1),
-                (8, 0, 2),
-                (5, 0, 1),
+                sp(2usize, 0u8, 0usize, 1usize),
+                sp(5, 1, 3, 3),
+                sp(2, 1, 1, 1),
+                sp(8, 0, 2, 1),
+                sp(4, 0, 1, 4),
+                sp(0, 1, 0, 0),
             ];
             let off = 10.min(rec - n);
             let mut dst = vec![0xAAu8; rec * 9];
             let mut want = dst.clone();
             scatter_column(&mut dst, rec, off, n, &writes, [&a, &b]);
-            for &(r, k, i) in &writes {
-                let src = if k == 0 { &a } else { &b };
-                want[r * rec + off..r * rec + off + n].copy_from_slice(&src[i * n..(i + 1) * n]);
+            for w in &writes {
+                let src = if w.src == 0 { &a } else { &b };
+                for j in 0..w.len {
+                    let (r, i) = (w.row + j, w.at + j);
+                    want[r * rec + off..r * rec + off + n]
+                        .copy_from_slice(&src[i * n..(i + 1) * n]);
+                }
             }
             assert_eq!(dst, want, "width {n}");
         }

@@ -12,7 +12,7 @@
 use crate::dtype::{cast_into, read_f64, read_flag, Array, DType};
 use crate::error::{CoreError, Result};
 use crate::fill::Fill;
-use crate::mem::{advise_huge_pages, alloc, same_bytes, scatter_column, FastDiv};
+use crate::mem::{advise_huge_pages, alloc, same_bytes, scatter_column, FastDiv, Span};
 use crate::per::PerState;
 use crate::schema::{
     Column, ColumnView, Schema, OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC,
@@ -70,14 +70,18 @@ pub(crate) struct EnvState {
 /// the bookkeeping of the deferred copies costs more than it saves).
 const BULK_ROWS: usize = 32;
 
-/// The column payload writes of one bulk call in call order: observation columns
-/// `(physical row, source, input row)` with source 0 = `obs`, 1 = `obs_next` (one list, since a
-/// ring that wraps within the call writes a row from either, and the later write must win), step
-/// columns `(physical row, 0, input row)`; and per env the input row whose `obs_next` this call
-/// left at the env's open row.
+/// How far ahead of its write [`Storage::write_run`] fetches the ring's rows (their flags are
+/// read before they are overwritten; 16 rows measured 20.7 µs per 1,000-row extend, 64 rows
+/// 17.2 µs).
+const RUN_PREFETCH_ROWS: usize = 64;
+
+/// The column payload writes of one bulk call in call order: observation columns (source 0 =
+/// `obs`, 1 = `obs_next`; one list, since a ring that wraps within the call writes a row from
+/// either, and the later write must win), step columns (source 0); and per env the input row
+/// whose `obs_next` this call left at the env's open row.
 struct Deferred {
-    obs: Vec<(usize, u8, usize)>,
-    step: Vec<(usize, u8, usize)>,
+    obs: Vec<Span>,
+    step: Vec<Span>,
     pending: Vec<usize>,
 }
 
@@ -91,6 +95,14 @@ impl Deferred {
     }
     fn pending(&self, e: usize) -> Option<usize> {
         Some(self.pending[e]).filter(|&j| j != usize::MAX)
+    }
+    fn one(row: usize, src: u8, at: usize) -> Span {
+        Span {
+            row,
+            src,
+            at,
+            len: 1,
+        }
     }
 }
 
@@ -417,19 +429,170 @@ impl Storage {
         };
         let mut bulk = (n >= BULK_ROWS && self.copies_without_cast(s))
             .then(|| Deferred::new(self.num_envs, n));
-        for i in 0..n {
+        // runs of rows that continue one env's open episode take the run path (one env, no
+        // frame stacks, no mask: an offline dataset or one env's chunk)
+        let runs = bulk.is_some() && self.num_envs == 1 && self.k1 == 0 && s.mask.is_none();
+        let mut i = 0;
+        while i < n {
             if s.mask.as_ref().is_some_and(|m| m.data[i] == 0) {
                 out.rows.push(-1);
+                i += 1;
                 continue;
+            }
+            if let (true, Some(d)) = (runs, bulk.as_mut()) {
+                let len = self.run_len(s, i, d);
+                if len > 0 {
+                    self.write_run(s, i, len, per.as_deref_mut(), d, &mut out);
+                    i += len;
+                    continue;
+                }
             }
             let (row, done) = self.write_step(env_of(i), s, i, per.as_deref_mut(), bulk.as_mut());
             out.rows.push(row as i64);
             out.done.extend(done);
+            i += 1;
         }
         if let Some(d) = bulk {
             self.apply(s, &d);
         }
         out
+    }
+
+    /// How many rows from input row `i` on continue env 0's open episode exactly as
+    /// [`Storage::write_step`] would find (bulk call of one env): the open row holds the input
+    /// `obs_next` of row `i - 1` (pending), each row's observation equals the previous row's
+    /// `obs_next`, no row but the last ends the episode, and the rows written stay inside the
+    /// ring segment (no wrap within the run). 0 when row `i` is not such a row.
+    fn run_len(&self, s: &Checked<'_>, i: usize, d: &Deferred) -> usize {
+        if !self.envs[0].open || i == 0 || d.pending(0) != Some(i - 1) {
+            return 0;
+        }
+        let head = self.envs[0].head;
+        // rows written: the open row's fields, then one new row per step (p+1 ..= p+len)
+        let room = self.seg - 1 - self.seg_div.rem(head - 1) as usize;
+        let mut len = (s.n - i).min(room);
+        // the first row that ends the episode is the run's last
+        let flag_at = |r: usize| {
+            read_flag(s.terminated.dtype, s.terminated.data, r)
+                || read_flag(s.truncated.dtype, s.truncated.data, r)
+        };
+        if let Some(k) = (i..i + len).position(flag_at) {
+            len = k + 1;
+        }
+        // each row's observation must be the previous row's obs_next: the spans compare whole
+        // (one memcmp per column); on a mismatch the first differing row ends the run
+        for (c, (a, b)) in self.schema.obs.iter().zip(s.obs.iter().zip(&s.obs_next)) {
+            let rb = c.io_bytes();
+            let (x, y) = (
+                &a.data[i * rb..(i + len) * rb],
+                &b.data[(i - 1) * rb..(i - 1 + len) * rb],
+            );
+            if x != y {
+                len = x
+                    .chunks_exact(rb)
+                    .zip(y.chunks_exact(rb))
+                    .position(|(u, v)| u != v)
+                    .unwrap_or(len);
+            }
+        }
+        len
+    }
+
+    /// Write input rows `i .. i + len` of env 0 (see [`Storage::run_len`]): the same bytes,
+    /// counts, priorities and outcome as `len` calls of [`Storage::write_step`], with the column
+    /// payloads recorded as two runs.
+    fn write_run(
+        &mut self,
+        s: &Checked<'_>,
+        i: usize,
+        len: usize,
+        mut per: Option<&mut PerState>,
+        d: &mut Deferred,
+        out: &mut AddOutcome,
+    ) {
+        let e = 0;
+        let rec = self.schema.rec;
+        let cur0 = self.envs[e].head - 1;
+        let p0 = self.phys(e, cur0);
+        let ep = self.envs[e].next_ep - 1;
+        let seg = self.seg as u64;
+        let mut ep_return = self.envs[e].ep_return;
+        let mut dropped = 0u64;
+        let rows = crate::mem::bytes_of(&self.data).len() / rec;
+        for k in 0..len {
+            let r = i + k;
+            let (p, cur) = (p0 + k, cur0 + k as u64);
+            // the ring rows ahead are cold (their flags are read before they are overwritten)
+            if p + RUN_PREFETCH_ROWS < rows {
+                crate::mem::prefetch(
+                    &crate::mem::bytes_of(&self.data)[(p + RUN_PREFETCH_ROWS) * rec],
+                );
+            }
+            let rew = read_f64(s.rew.dtype, s.rew.data, r) as f32;
+            let term = read_flag(s.terminated.dtype, s.terminated.data, r);
+            let trunc = read_flag(s.truncated.dtype, s.truncated.data, r);
+            // the open row's transition fields; the next row is claimed
+            let (np, nabs) = (p + 1, cur + 1);
+            let retire = nabs >= seg && self.flag(np) & F_TRANSITION != 0;
+            let data = crate::mem::bytes_of_mut(&mut self.data);
+            let o = p * rec;
+            data[o + OFF_FLAGS] |= F_TRANSITION;
+            data[o + OFF_TERM] = term as u8;
+            data[o + OFF_TRUNC] = trunc as u8;
+            data[o + OFF_REW..o + OFF_REW + 4].copy_from_slice(&rew.to_ne_bytes());
+            let no = np * rec;
+            data[no..no + 4].fill(0);
+            data[no + OFF_EP_ID..no + OFF_EP_ID + 8].copy_from_slice(&ep.to_ne_bytes());
+            if let Some(per) = per.as_deref_mut() {
+                per.on_write(p, cur);
+                if retire {
+                    per.on_drop(np);
+                }
+            }
+            dropped += u64::from(retire);
+            self.fill.on_claim(e, nabs);
+            ep_return += rew as f64;
+            out.rows.push(p as i64);
+        }
+        let st = &mut self.envs[e];
+        st.head += len as u64;
+        st.n_trans = st.n_trans + len as u64 - dropped;
+        st.ep_return = ep_return;
+        st.ep_len += len as u64;
+        self.transitions = self.transitions + len as u64 - dropped;
+        let (step, obs) = (
+            Span {
+                row: p0,
+                src: 0,
+                at: i,
+                len,
+            },
+            Span {
+                row: p0 + 1,
+                src: 1,
+                at: i,
+                len,
+            },
+        );
+        d.step.push(step);
+        d.obs.push(obs);
+        let last = i + len - 1;
+        d.pending[e] = last;
+        if read_flag(s.terminated.dtype, s.terminated.data, last)
+            || read_flag(s.truncated.dtype, s.truncated.data, last)
+        {
+            let (np, nabs) = (p0 + len, cur0 + len as u64);
+            let st = &mut self.envs[e];
+            st.open = false;
+            out.done.push(EpisodeDone {
+                env: e,
+                ret: st.ep_return,
+                len: st.ep_len,
+            });
+            self.set_flag(np, F_TERMINAL);
+            let rec = self.ep_rec(e, ep);
+            self.ep_end[rec] = nabs;
+        }
     }
 
     /// Whether every observation and step column of the input holds the column's own dtype (not
@@ -448,16 +611,20 @@ impl Storage {
 
     /// Copy the recorded column payloads of a bulk call (see [`Storage::write_rows`]).
     fn apply(&mut self, s: &Checked<'_>, d: &Deferred) {
-        let rec = self.schema.rec;
-        let (obs_cols, step_cols) = (self.schema.obs.clone(), self.schema.step.clone());
-        let data = crate::mem::bytes_of_mut(&mut self.data);
-        for (k, c) in obs_cols.iter().enumerate() {
+        self.apply_spans(s, &d.obs, &d.step);
+    }
+
+    /// Copy column payloads: `obs` spans into the observation columns, `step` spans into the
+    /// step columns.
+    fn apply_spans(&mut self, s: &Checked<'_>, obs: &[Span], step: &[Span]) {
+        let (schema, data) = (&self.schema, crate::mem::bytes_of_mut(&mut self.data));
+        for (k, c) in schema.obs.iter().enumerate() {
             let srcs = [s.obs[k].data, s.obs_next[k].data];
-            scatter_column(data, rec, c.offset, c.item_bytes, &d.obs, srcs);
+            scatter_column(data, schema.rec, c.offset, c.item_bytes, obs, srcs);
         }
-        for (k, c) in step_cols.iter().enumerate() {
+        for (k, c) in schema.step.iter().enumerate() {
             let srcs = [s.step[k].data, s.step[k].data];
-            scatter_column(data, rec, c.offset, c.item_bytes, &d.step, srcs);
+            scatter_column(data, schema.rec, c.offset, c.item_bytes, step, srcs);
         }
     }
 
@@ -606,7 +773,9 @@ impl Storage {
             for j in first..first + pre {
                 let (_, q) = self.claim_row(e, per.as_deref_mut());
                 match bulk.as_deref_mut() {
-                    Some(d) => d.obs.push((q, 0, i * (self.k1 as usize + 1) + j)),
+                    Some(d) => d
+                        .obs
+                        .push(Deferred::one(q, 0, i * (self.k1 as usize + 1) + j)),
                     None => self.write_obs(q, &s.obs, i, j),
                 }
                 self.set_flag(q, F_PREFIX);
@@ -615,7 +784,7 @@ impl Storage {
             let (abs, p) = self.claim_row(e, per.as_deref_mut());
             let newest = self.k1 as usize;
             match bulk.as_deref_mut() {
-                Some(d) => d.obs.push((p, 0, i * (newest + 1) + newest)),
+                Some(d) => d.obs.push(Deferred::one(p, 0, i * (newest + 1) + newest)),
                 None => self.write_obs(p, &s.obs, i, newest),
             }
             let st = &mut self.envs[e];
@@ -641,7 +810,7 @@ impl Storage {
         let term = read_flag(s.terminated.dtype, s.terminated.data, i);
         let trunc = read_flag(s.truncated.dtype, s.truncated.data, i);
         if let Some(d) = bulk.as_deref_mut() {
-            d.step.push((p, 0, i));
+            d.step.push(Deferred::one(p, 0, i));
         }
         {
             let data = crate::mem::bytes_of_mut(&mut self.data);
@@ -678,7 +847,7 @@ impl Storage {
         let newest = self.k1 as usize;
         match bulk {
             Some(d) => {
-                d.obs.push((np, 1, i * (newest + 1) + newest));
+                d.obs.push(Deferred::one(np, 1, i * (newest + 1) + newest));
                 d.pending[e] = i;
             }
             None => self.write_obs(np, &s.obs_next, i, newest),
