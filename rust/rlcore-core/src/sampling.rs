@@ -217,6 +217,15 @@ impl Storage {
         self.prefetch_rows(p, 2, 256);
     }
 
+    /// Hint the CPU to fetch the episode record (start and end) of the episode holding row p,
+    /// whose own record must be readable (it is read to find the episode).
+    #[inline]
+    fn prefetch_episode(&self, p: usize) {
+        let rec = self.ep_rec(self.env_of(p), self.ep_id(p));
+        crate::mem::prefetch(&self.ep_start[rec]);
+        crate::mem::prefetch(&self.ep_end[rec]);
+    }
+
     /// Hint the CPU to fetch the records of rows p .. p + rows (at most `cap` bytes).
     #[inline]
     fn prefetch_rows(&self, p: usize, rows: usize, cap: usize) {
@@ -388,6 +397,13 @@ impl Storage {
             if let Some(next) = plans.get(i + PREFETCH_AHEAD) {
                 ahead(next);
             }
+            // HER: the episode record of a plan whose row is (by now) in cache, so that its
+            // bounds are too when its turn comes
+            if need_bounds {
+                if let Some(mid) = plans.get(i + PREFETCH_AHEAD / 2) {
+                    self.prefetch_episode(mid.p);
+                }
+            }
             let pl = &mut plans[i];
             let p = pl.p;
             let mut last = p;
@@ -543,6 +559,10 @@ impl Storage {
         for (i, pl) in plans.iter().enumerate() {
             if let Some(ahead) = plans.get(i + PREFETCH_AHEAD) {
                 self.prefetch(ahead.p);
+                // HER: the goal row, which relabeling reads after the gather
+                if ahead.goal_row != usize::MAX {
+                    self.prefetch_rows(ahead.goal_row, 1, 256);
+                }
             }
             pairs.push(pl.p, pl.q);
             let (rew, g_m) = if pl.m == 1 {
