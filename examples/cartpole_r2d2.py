@@ -49,8 +49,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--value-rescaling",
         action=argparse.BooleanOptionalAction,
-        default=False,
-        help="learn h(Q), R2D2's invertible value rescaling h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x",
+        default=True,
+        help="learn h(Q), R2D2's invertible value rescaling h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x "
+        "(default on; --no-value-rescaling for the configurations before G in docs/sequences.md)",
     )
     parser.add_argument("--eval-every", type=int, default=10_000, help="env steps between evaluations")
     parser.add_argument("--out", type=Path, default=None, help="run directory (metrics.jsonl)")

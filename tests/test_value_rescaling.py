@@ -14,7 +14,7 @@ from rlcore.algos.common import adam, value_rescale, value_rescale_inverse
 from rlcore.algos.r2d2 import R2D2, R2D2Config
 from rlcore.buffers.sequences import SequenceBatch
 from rlcore.cli.main import main
-from rlcore.errors import InvalidValueError
+from rlcore.errors import ApiUsageError, InvalidValueError
 from torch import nn
 
 EPS = 1e-3
@@ -161,14 +161,48 @@ def test_r2d2_target_with_value_rescaling_is_h_of_the_return_of_the_unrescaled_b
             assert gap.max() > 0.1, f"the test cannot tell the target from {name!r}"
 
 
-def test_cli_passes_value_rescaling_to_r2d2_and_refuses_it_for_other_algorithms(tmp_path):
-    out = tmp_path / "run"
-    argv = ["train", "--algo", "r2d2", "--env", "rlcore/CartPoleNoVel-v1", "--steps", "100", "--num-envs", "2",
-            "--warmup-env-steps", "50", "--no-progress", "--device", "cpu", "--value-rescaling", "--out", str(out)]
-    assert main(argv) == 0
-    assert json.loads((out / "config.json").read_text())["algo_config"]["value_rescaling"] is True
-    assert main([*argv[:-3], "--no-value-rescaling", "--out", str(tmp_path / "off")]) == 0
-    assert json.loads((tmp_path / "off" / "config.json").read_text())["algo_config"]["value_rescaling"] is False
+def _r2d2(rescale: bool) -> R2D2:
+    q_net = LinearQ(np.eye(2))
+    return R2D2(q_net=q_net, optimizer=adam(q_net.parameters(), lr=0.0), n_actions=2, device="cpu",
+                config=R2D2Config(value_rescaling=rescale, seed=0))
+
+
+def test_r2d2_refuses_a_state_trained_with_the_other_value_rescaling():
+    """A network trained on Q must not be read as h(Q) (or the reverse): loading refuses and loads
+    nothing; a state saved before the option existed counts as value_rescaling=False."""
+    plain, rescaled = _r2d2(False), _r2d2(True)
+    with torch.no_grad():
+        plain.q_net.w.fill_(3.0)
+    before = rescaled.q_net.w.detach().clone()
+    with pytest.raises(ApiUsageError, match="value_rescaling"):
+        rescaled.load_state_dict(plain.state_dict())
+    torch.testing.assert_close(rescaled.q_net.w.detach(), before)
+    old = plain.state_dict()
+    del old["config"]["value_rescaling"]
+    with pytest.raises(ApiUsageError):
+        rescaled.load_state_dict(old)
+    _r2d2(False).load_state_dict(old)
+    _r2d2(True).load_state_dict(rescaled.state_dict())
+
+
+def test_cli_value_rescaling_is_the_r2d2_preset_default_and_fits_resume(tmp_path, capsys):
+    base = ["train", "--algo", "r2d2", "--env", "rlcore/CartPoleNoVel-v1", "--num-envs", "2",
+            "--warmup-env-steps", "50", "--no-progress", "--device", "cpu"]
+
+    def algo_config(run: str) -> dict:
+        return json.loads((tmp_path / run / "config.json").read_text())["algo_config"]
+
+    assert main([*base, "--steps", "100", "--out", str(tmp_path / "on")]) == 0
+    assert algo_config("on")["value_rescaling"] is True
+    assert main([*base, "--steps", "100", "--no-value-rescaling", "--out", str(tmp_path / "off")]) == 0
+    assert algo_config("off")["value_rescaling"] is False
+    # a run without rescaling resumes only with --no-value-rescaling, not under the new default
+    ckpt = str(tmp_path / "off" / "checkpoint")
+    capsys.readouterr()
+    assert main([*base, "--steps", "200", "--resume", ckpt, "--trust-env-state", "--out", str(tmp_path / "r1")]) != 0
+    assert "value_rescaling=False" in capsys.readouterr().err
+    assert main([*base, "--steps", "200", "--no-value-rescaling", "--resume", ckpt, "--trust-env-state",
+                 "--out", str(tmp_path / "r2")]) == 0
     dqn = ["train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "100", "--no-progress", "--value-rescaling",
            "--out", str(tmp_path / "dqn")]
     assert main(dqn) != 0 and not (tmp_path / "dqn").exists()

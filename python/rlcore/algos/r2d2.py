@@ -41,7 +41,7 @@ from rlcore.algos.common import (
     value_rescale_inverse,
 )
 from rlcore.buffers.sequences import SequenceBatch
-from rlcore.errors import ShapeError
+from rlcore.errors import ApiUsageError, ShapeError
 from rlcore.nets import RunningMeanStd
 from rlcore.schedules import LinearSchedule
 from rlcore.stats import not_logged
@@ -371,7 +371,20 @@ class R2D2:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
+        """Restore what :meth:`state_dict` returned.
+
+        Raises:
+            ApiUsageError: the state was saved with another ``value_rescaling`` (its networks output
+                ``h(Q)`` where this learner reads ``Q``, or the reverse); a state saved before the
+                option existed counts as ``value_rescaling=False``. Nothing is loaded then.
+        """
+        saved = bool(state.get("config", {}).get("value_rescaling", False))
+        if saved != self.config.value_rescaling:
+            raise ApiUsageError(
+                f"this R2D2 state was trained with value_rescaling={saved} and this learner has "
+                f"value_rescaling={self.config.value_rescaling}: its Q-values are in other units "
+                f"(rlcore train: pass {'--value-rescaling' if saved else '--no-value-rescaling'})"
+            )
         self.q_net.load_state_dict(state["q_net"])
         self.q_target.load_state_dict(state["q_target"])
         self.optimizer.load_state_dict(state["optimizer"])
