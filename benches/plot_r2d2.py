@@ -4,7 +4,10 @@ Reads the run directories' ``metrics.jsonl`` (``examples/cartpole_r2d2.py --out`
 ``rlcore train --out``), prints the final and best evaluation of each run and draws
 ``eval/return_mean`` against env steps into one PNG.
 
-    python benches/plot_r2d2.py --out docs/img/r2d2_cartpole_novel.png RUN_DIR [RUN_DIR ...]
+    python benches/plot_r2d2.py --out docs/img/r2d2_cartpole_novel.png RUN_DIR [RUN_DIR ...] \
+        [--labels LABEL ...]
+
+``--labels`` names the curves (one per run directory, in order; default: the directories' names).
 """
 
 from __future__ import annotations
@@ -30,19 +33,23 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", type=Path, nargs="+")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--labels", nargs="+", default=None, help="one legend label per run directory")
     a = ap.parse_args()
+    if a.labels is not None and len(a.labels) != len(a.runs):
+        ap.error(f"--labels gives {len(a.labels)} labels for {len(a.runs)} run directories")
+    labels = a.labels or [run.name for run in a.runs]
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for run in a.runs:
+    for run, label in zip(a.runs, labels, strict=True):
         xs, ys = curve(run)
         if not xs:
             continue
-        print(f"{run.name}: final {ys[-1]:.1f} at {xs[-1]:.0f} env steps, best {max(ys):.1f}")
-        ax.plot(xs, ys, label=run.name, lw=1.2)
+        print(f"{label}: final {ys[-1]:.1f} at {xs[-1]:.0f} env steps, best {max(ys):.1f}")
+        ax.plot(xs, ys, label=label, lw=1.2)
     ax.axhline(400, color="grey", ls=":", lw=1)
     ax.set_xlabel("env steps")
     ax.set_ylabel("eval return (5 greedy episodes)")

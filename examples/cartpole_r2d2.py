@@ -46,6 +46,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--normalize-obs", action="store_true", help="running mean/std observation normalisation")
     parser.add_argument("--lr-anneal", action="store_true", help="anneal the learning rate linearly to 0 over --steps")
     parser.add_argument("--prev-action", action="store_true", help="feed the previous action to the network (R2D2)")
+    parser.add_argument(
+        "--value-rescaling",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="learn h(Q), R2D2's invertible value rescaling h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x "
+        "(default on; --no-value-rescaling for the configurations before G in docs/sequences.md)",
+    )
     parser.add_argument("--eval-every", type=int, default=10_000, help="env steps between evaluations")
     parser.add_argument("--out", type=Path, default=None, help="run directory (metrics.jsonl)")
     return parser.parse_args()
@@ -69,6 +76,7 @@ def main() -> None:
             recurrent_size=args.recurrent_size,
             normalize_obs=args.normalize_obs,
             prev_action_input=args.prev_action,
+            value_rescaling=args.value_rescaling,
             lr_anneal_env_steps=args.steps if args.lr_anneal else None,
             seed=args.seed,
         ),

@@ -204,9 +204,9 @@ def recurrent_preset_for(env_id: str) -> Preset:
     """The defaults of ``rlcore train --algo r2d2`` (:class:`~rlcore.trainers.recurrent.RecurrentTrainer`):
     8 envs, one gradient step on 32 sequences every 4 env steps after 5,000 env steps, 3-step
     returns; ``algo["r2d2"]`` holds the R2D2 fields of the best configuration measured on
-    ``rlcore/CartPoleNoVel-v1`` (docs/sequences.md, configuration F: the previous action as input,
+    ``rlcore/CartPoleNoVel-v1`` (docs/sequences.md, configuration G: F's previous action as input,
     observation normalisation, 8 + 24-step sequences, Adam 5e-4 annealed over the run,
-    ``lr_anneal_env_steps=True`` meaning ``--steps``)."""
+    ``lr_anneal_env_steps=True`` meaning ``--steps``, plus R2D2's value rescaling h)."""
     return Preset(
         num_envs=8,
         steps=200_000,
@@ -227,6 +227,7 @@ def recurrent_preset_for(env_id: str) -> Preset:
                 "seq_len": 24,
                 "normalize_obs": True,
                 "prev_action_input": True,
+                "value_rescaling": True,
             }
         },
         n_step=3,

@@ -1,7 +1,7 @@
 """Math and helpers shared by the algorithms.
 
 Free functions, no state: one Adam, gradient clipping and the gradient step, polyak averaging, TD
-targets, importance-weighted losses, PER priorities, the small conversions between NumPy
+targets and R2D2's value rescaling, importance-weighted losses, PER priorities, the small conversions between NumPy
 observations and torch tensors, and :func:`check_fields`, the range checks of every config. Also the
 :class:`OffPolicyAlgorithm` protocol that the off-policy trainers rely on.
 """
@@ -39,6 +39,8 @@ __all__ = [
     "squashed_gaussian_log_prob",
     "td_priorities",
     "td_target",
+    "value_rescale",
+    "value_rescale_inverse",
     "weighted_mean",
 ]
 
@@ -222,6 +224,48 @@ def td_target(
         )
     y_B = (rew_B + discount_B * q_next_B).detach()
     return y_B if clip is None else y_B.clamp(*clip)
+
+
+VALUE_RESCALE_EPS = 1e-3
+"""epsilon of :func:`value_rescale` (Kapturowski et al. 2019, sec. 2.3; Pohlen et al. 2018)."""
+
+
+def value_rescale(x: torch.Tensor, eps: float = VALUE_RESCALE_EPS) -> torch.Tensor:
+    """R2D2's invertible value rescaling ``h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x``, elementwise.
+
+    Any shape, any floating dtype (the result has ``x``'s). ``h`` is odd and strictly increasing
+    (so it keeps the argmax of Q), ``h(0) = 0``, and it grows like ``sqrt(|x|)``: a learner
+    regresses ``h(Q)`` instead of ``Q`` and meets targets of a smaller range. Source: Pohlen et al.
+    2018 ("Observe and Look Further", the transformed Bellman operator and its function h), used by
+    Kapturowski et al. 2019 (R2D2, sec. 2.3) with ``eps = 1e-3``; the inverse is
+    :func:`value_rescale_inverse`.
+
+    Raises:
+        InvalidValueError: ``eps`` is not positive.
+    """
+    if not eps > 0:
+        raise InvalidValueError(f"value_rescale needs eps > 0, got {eps}")
+    return torch.sign(x) * (torch.sqrt(x.abs() + 1.0) - 1.0) + eps * x
+
+
+def value_rescale_inverse(x: torch.Tensor, eps: float = VALUE_RESCALE_EPS) -> torch.Tensor:
+    """The closed-form inverse of :func:`value_rescale`, elementwise (any shape, ``x``'s dtype):
+
+    ``h^-1(x) = sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1)``
+
+    (Pohlen et al. 2018, appendix A; Kapturowski et al. 2019, sec. 2.3). The bracket is
+    computed as ``2 (|x| + 1 + eps) / (sqrt(1 + 4 eps (|x| + 1 + eps)) + 1)``, the same value
+    without the cancellation of ``sqrt(1 + small) - 1`` (in float32 the textbook form loses about
+    three digits to it).
+
+    Raises:
+        InvalidValueError: ``eps`` is not positive.
+    """
+    if not eps > 0:
+        raise InvalidValueError(f"value_rescale_inverse needs eps > 0, got {eps}")
+    u = x.abs() + 1.0 + eps
+    root = 2.0 * u / (torch.sqrt(1.0 + 4.0 * eps * u) + 1.0)
+    return torch.sign(x) * (root * root - 1.0)
 
 
 def td_priorities(td_abs_B: torch.Tensor, weights_B: torch.Tensor | None) -> np.ndarray | None:

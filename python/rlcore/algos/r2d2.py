@@ -12,7 +12,8 @@ training steps with gradient; a sequence that starts at its episode's first step
 (``is_first[:, 0]``) has the exact (zero) state already and trains on every step. Targets use
 the buffer's n-step fields: ``y_k = rew_k + discount_k * Q'(step k + horizon_k, argmax Q)``, the
 bootstrap step read from the same unrolled sequence (the observation after the last valid step is
-``obs_next`` of that step).
+``obs_next`` of that step). With ``value_rescaling`` the networks output ``h(Q)`` and the target is
+``y_k = h(rew_k + discount_k * h^-1(Q'(...)))`` (R2D2, sec. 2.3; Pohlen et al. 2018).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ from rlcore.algos.common import (
     freeze,
     gradient_step,
     resolve_device,
+    value_rescale,
+    value_rescale_inverse,
 )
 from rlcore.buffers.sequences import SequenceBatch
-from rlcore.errors import ShapeError
+from rlcore.errors import ApiUsageError, ShapeError
 from rlcore.nets import RunningMeanStd
 from rlcore.schedules import LinearSchedule
 from rlcore.stats import not_logged
@@ -85,6 +88,12 @@ class R2D2Config:
     """Feed the previous action (one-hot; zeros at an episode's first step) to the network with
     the observation, as R2D2 does (Kapturowski et al. 2019, sec. 2.3). The recurrent state then
     carries it: ``[H + A]`` = the GRU state and the one-hot action taken."""
+    value_rescaling: bool = False
+    """Learn ``h(Q)`` with R2D2's invertible rescaling ``h(x) = sign(x)(sqrt(|x| + 1) - 1) + 1e-3 x``
+    (:func:`~rlcore.algos.common.value_rescale`): the target becomes
+    ``h(rew + discount * h^-1(Q'(s', argmax_a Q(s', a))))`` (Kapturowski et al. 2019, sec. 2.3;
+    Pohlen et al. 2018). The network's outputs, the losses, the TD errors and hence the priorities
+    are then in h's units; the greedy action is the same (h is increasing)."""
     seed: int | None = None
     """Seed of the exploration generator."""
 
@@ -107,9 +116,10 @@ class R2D2Stats:
     loss: float
     """Importance-weighted mean (over sequences) of the masked mean Huber loss of each sequence."""
     q_mean: float
-    """Mean Q(o, a) of the taken actions on the trained steps."""
+    """Mean Q(o, a) of the taken actions on the trained steps (the network's output: h(Q) with
+    ``value_rescaling``)."""
     td_abs_mean: float
-    """Mean |Q - y| on the trained steps."""
+    """Mean |Q - y| on the trained steps (in h's units with ``value_rescaling``)."""
     grad_norm: float
     """Global gradient norm before clipping (0 when clipping is off)."""
     epsilon: float
@@ -312,7 +322,10 @@ class R2D2:
             source_BLA = q_boot_online_BLA if c.double_q else q_boot_target_BLA
             act_next_BL = source_BLA.argmax(-1)
             q_next_BL = q_boot_target_BLA.gather(2, act_next_BL[..., None]).squeeze(-1)
-            y_BL = rew_BL + discount_BL * q_next_BL
+            if c.value_rescaling:  # the network outputs h(Q): back to returns, add, rescale
+                y_BL = value_rescale(rew_BL + discount_BL * value_rescale_inverse(q_next_BL))
+            else:
+                y_BL = rew_BL + discount_BL * q_next_BL
 
         q_taken_BL = q_BKA[:, :length].gather(2, act_BL[..., None]).squeeze(-1)
         steps_L = torch.arange(length, device=dev)
@@ -358,7 +371,20 @@ class R2D2:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
+        """Restore what :meth:`state_dict` returned.
+
+        Raises:
+            ApiUsageError: the state was saved with another ``value_rescaling`` (its networks output
+                ``h(Q)`` where this learner reads ``Q``, or the reverse); a state saved before the
+                option existed counts as ``value_rescaling=False``. Nothing is loaded then.
+        """
+        saved = bool(state.get("config", {}).get("value_rescaling", False))
+        if saved != self.config.value_rescaling:
+            raise ApiUsageError(
+                f"this R2D2 state was trained with value_rescaling={saved} and this learner has "
+                f"value_rescaling={self.config.value_rescaling}: its Q-values are in other units "
+                f"(rlcore train: pass {'--value-rescaling' if saved else '--no-value-rescaling'})"
+            )
         self.q_net.load_state_dict(state["q_net"])
         self.q_target.load_state_dict(state["q_target"])
         self.optimizer.load_state_dict(state["optimizer"])

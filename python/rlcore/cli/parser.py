@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--prioritized", action="store_true", help="prioritized replay (alpha 0.6, beta 0.4 -> 1.0)"
     )
+    train.add_argument(
+        "--value-rescaling",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --algo r2d2: learn h(Q), R2D2's invertible value rescaling (default: the preset's)",
+    )
     train.add_argument("--steps", type=int, default=None, help="training env steps (default: per env)")
     train.add_argument("--seed", type=int, default=0, help="seed of envs, networks and buffer (default 0)")
     train.add_argument(

@@ -67,6 +67,8 @@ def train_command(args: argparse.Namespace) -> int:
         raise UsageError(
             "--backend envpool and --async-batch are for single-process rlcore train, not --distributed or bc/gail"
         )
+    if args.value_rescaling is not None and args.algo not in RECURRENT_ALGOS:
+        raise UsageError(f"--value-rescaling is for --algo r2d2, not {args.algo}")
     if args.trust_env_state and args.resume is None:
         raise UsageError("--trust-env-state needs --resume CHECKPOINT_DIR")
     if args.algo in IMITATION_ALGOS:
@@ -137,6 +139,8 @@ def train_command(args: argparse.Namespace) -> int:
         overrides["lr_anneal_env_steps"] = steps
     if args.algo == "dqn" and preset.dqn_eps_decay_fraction is not None:
         overrides["eps_decay_env_steps"] = int(preset.dqn_eps_decay_fraction * steps)
+    if recurrent and args.value_rescaling is not None:
+        overrides["value_rescaling"] = args.value_rescaling
     if is_goal and args.algo != "ddpg":
         overrides.setdefault("normalize_obs", True)
     algo_cls: Any
