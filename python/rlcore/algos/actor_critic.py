@@ -336,7 +336,8 @@ def ppo_policy_loss(
     """
     log_ratio_B = log_prob_B - old_log_prob_B
     ratio_B = log_ratio_B.exp()
-    loss = torch.max(-adv_B * ratio_B, -adv_B * ratio_B.clamp(1.0 - clip_coef, 1.0 + clip_coef)).mean()
+    # max(-x, -y) = -min(x, y), one negation fewer per step (the same floats: negation is exact)
+    loss = -torch.min(adv_B * ratio_B, adv_B * ratio_B.clamp(1.0 - clip_coef, 1.0 + clip_coef)).mean()
     return loss, log_ratio_B.detach()
 
 
