@@ -225,7 +225,7 @@ class PPO(ActorCriticAlgorithm):
 
                 gradient_step(self.optimizer, loss, params, c.max_grad_norm)
                 log_ratio_P[mb] = log_ratio_M
-                losses.append(torch.stack([pg_loss.detach(), v_loss.detach()]))
+                losses += (pg_loss.detach(), v_loss.detach())
             if rows > 0:  # ratio statistics of the epoch, over the minibatches that took a step
                 kl_sum = kl_sum + approx_kl(log_ratio_P[:rows]) * rows
                 clip_sum = clip_sum + clip_fraction(log_ratio_P[:rows], clip_coef) * rows
@@ -234,7 +234,7 @@ class PPO(ActorCriticAlgorithm):
                 epochs += rows / batch_size
                 break
             epochs += 1.0
-        n_mb = len(losses)
+        n_mb = len(losses) // 2
         self.grad_steps += n_mb
 
         # Bookkeeping: entropy of the updated policy, normaliser statistics, env-step counter.
@@ -243,7 +243,7 @@ class PPO(ActorCriticAlgorithm):
         assert entropy_B is not None
         self.policy.update_obs_stats(b["obs"])
         self.env_steps += batch_size
-        loss_means = torch.stack(losses).mean(0).tolist() if losses else [float("nan")] * 2
+        loss_means = torch.stack(losses).view(-1, 2).mean(0).tolist() if losses else [float("nan")] * 2
         return PPOStats(
             policy_loss=loss_means[0],
             value_loss=loss_means[1],
