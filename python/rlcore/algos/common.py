@@ -219,8 +219,8 @@ def clip_grad(params: Iterable[torch.Tensor], max_norm: float | None) -> float:
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return 0.0
-    g0 = grads[0]
-    if any(g.device != g0.device or g.dtype != g0.dtype or g.is_sparse for g in grads):
+    dev, dtype = grads[0].get_device(), grads[0].dtype  # (get_device: an int, no device object)
+    if any(g.get_device() != dev or g.dtype is not dtype or g.is_sparse for g in grads):
         return float(nn.utils.clip_grad_norm_(params, max_norm, foreach=True))
     norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
     torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_(max=1.0))
