@@ -1,6 +1,6 @@
 """Math and helpers shared by the algorithms.
 
-Free functions, no state: one Adam, gradient clipping and the gradient step, polyak averaging, TD
+Free functions, no state, except one Adam (torch's, with a shorter step), gradient clipping and the gradient step, polyak averaging, TD
 targets and R2D2's value rescaling, importance-weighted losses, PER priorities, the small conversions between NumPy
 observations and torch tensors, and :func:`check_fields`, the range checks of every config. Also the
 :class:`OffPolicyAlgorithm` protocol that the off-policy trainers rely on.
@@ -174,11 +174,12 @@ class _FusedAdam(torch.optim.Adam):
 
     @torch.no_grad()  # type: ignore[misc]
     def _step(self, closure: Callable[[], float] | None = None) -> float | None:
-        lean = self._lean if closure is None else None
+        # (the groups' flags are read at every step, as torch reads them: a user may change them)
+        lean = self._lean if closure is None and self._plain() else None
         grads = None if lean is None else [[p.grad for p in ps] for ps, *_ in lean]
         if lean is None or grads is None or any(x is None for gs in grads for x in gs):
             loss = super().step.__wrapped__(self, closure)  # torch's step, without its hook wrapper
-            self._lean = self._lean_groups() if self._plain() else None
+            self._lean = self._lean_groups()
             return loss
         for g, (params, exp_avgs, exp_avg_sqs, steps), gs in zip(self.param_groups, lean, grads, strict=True):
             beta1, beta2 = g["betas"]
