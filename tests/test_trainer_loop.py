@@ -195,17 +195,19 @@ def test_eval_every_without_eval_envs_is_a_typed_error(kind: str) -> None:
 
 # --------------------------------------------------------------------------- GAIL
 
-# Recorded from rlcore before this change (GAILTrainer, a subclass of OnPolicyTrainer), same
-# machine: per iteration (env_steps, grad_steps, rollout episodes, rollout return_mean,
-# train/disc_loss, train/learned_reward, eval return_mean or None).
+# Recorded from rlcore before the trainer merge (GAILTrainer, a subclass of OnPolicyTrainer), same
+# machine, and re-recorded once since, when on-policy acting on the CPU moved to numpy with its own
+# generator (CHANGELOG, 0.9.0 "Changed": a new action stream, the same code path): per iteration
+# (env_steps, grad_steps, rollout episodes, rollout return_mean, train/disc_loss,
+# train/learned_reward, eval return_mean or None).
 GAIL_BEFORE = [
-    (62, 3, 2, 17.5, 8.26445484161377, 0.7278105616569519, None),
-    (123, 6, 3, 18.666666666666668, 8.013411521911621, 0.7232861518859863, 56.0),
-    (185, 9, 2, 22.5, 7.630898952484131, 0.7243319153785706, None),
-    (248, 12, 1, 35.0, 7.399810791015625, 0.7167220711708069, 80.0),
-    (308, 15, 4, 32.75, 7.221487045288086, 0.7273300886154175, None),
-    (370, 18, 2, 13.5, 6.904356002807617, 0.7022656798362732, 71.0),
-    (432, 21, 2, 27.0, 6.590376853942871, 0.7189380526542664, 72.0),
+    (61, 3, 3, 14.666666666666666, 8.287701606750488, 0.7175517678260803, None),
+    (122, 6, 3, 17.333333333333332, 7.998445510864258, 0.7201032638549805, 99.0),
+    (184, 9, 2, 31.5, 7.679563522338867, 0.708341121673584, None),
+    (245, 12, 3, 19.0, 7.581113815307617, 0.6953558325767517, 47.0),
+    (305, 15, 4, 20.0, 7.213042259216309, 0.7159274816513062, None),
+    (367, 18, 2, 16.0, 6.8058366775512695, 0.7139816284179688, 53.0),
+    (429, 21, 2, 44.0, 6.626400947570801, 0.7340940833091736, 51.0),
 ]
 
 

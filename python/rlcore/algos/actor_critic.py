@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from rlcore.algos.common import anneal_learning_rate, resolve_device
+from rlcore.algos.numpy_acting import NumpyActor
 from rlcore.batch import Rollout
 from rlcore.nets import EnsembleLinear, ObsEncoder, RunningMeanStd
 
@@ -447,30 +448,71 @@ class ActorCriticAlgorithm:
             ReturnNormalizer(num_envs, config.gamma) if config.normalize_returns else None
         )
         self.rng: np.random.Generator | None = None
+        seed = getattr(config, "seed", None)
+        if seed is None:  # no seed in the config: torch's generator (torch.manual_seed) decides
+            seed = int(torch.randint(0, 2**62, ()).item())
+        self.act_rng = np.random.default_rng((int(seed), 1))
+        self._numpy_actor = NumpyActor(self.policy, self.act_rng) if self._numpy_acting() else None
         self.env_steps = 0
         self.grad_steps = 0
+
+    def _numpy_acting(self) -> bool:
+        """Whether acting takes numpy's path (:mod:`rlcore.algos.numpy_acting`): the CPU and the
+        default fused actor-critic over plain (non-dict) observations."""
+        p = self.policy
+        return (
+            self.device.type == "cpu"
+            and type(p) is ActorCritic
+            and type(p.trunk) is _TwinTrunk
+            and p.encoder.keys is None
+            and type(p.actor) is nn.Linear
+            and type(p.critic) is nn.Linear
+            and all(type(layer) is EnsembleLinear for layer in p.trunk.layers)
+        )
+
+    def _fast(self) -> NumpyActor | None:
+        na = self._numpy_actor
+        return na if na is not None and na.policy is self.policy and na.ready() else None
 
     def _features(self, obs: Any) -> torch.Tensor:
         return self.policy.features(torch.as_tensor(np.asarray(obs), device=self.device))
 
-    @torch.inference_mode()
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
         """Actions for N observations: a sample, or the mode when ``deterministic``; int64 ``[N]``
-        (``Discrete``) or float32 ``[N, A]`` (``Box``, unclipped)."""
+        (``Discrete``) or float32 ``[N, A]`` (``Box``, unclipped). Samples come from ``act_rng``
+        on the CPU path (:mod:`rlcore.algos.numpy_acting`), from torch's generator otherwise."""
+        if (fast := self._fast()) is not None:
+            return fast.act(obs, deterministic=deterministic)
+        return self._torch_act(obs, deterministic)
+
+    @torch.inference_mode()
+    def _torch_act(self, obs: Any, deterministic: bool) -> np.ndarray:
         act, _ = self.policy.sample(self._features(obs), deterministic=deterministic)
         return act.cpu().numpy()
 
-    @torch.inference_mode()  # (cheaper than no_grad: the results leave as numpy arrays)
     def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(act, log_prob float32 [N], value float32 [N])`` for the sampler (value 0 without a critic)."""
+        """``(act, log_prob float32 [N], value float32 [N])`` for the sampler (value 0 without a
+        critic); on the CPU with the default fused network computed in numpy (no torch dispatch,
+        draws from ``act_rng``), else in torch."""
+        if (fast := self._fast()) is not None:
+            return fast.act_value(obs)
+        return self._torch_act_value(obs)
+
+    @torch.inference_mode()  # (cheaper than no_grad: the results leave as numpy arrays)
+    def _torch_act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         x_NO = self._features(obs)
         out_NK, value_N = self.policy(x_NO)
         act, log_prob_N = self.policy.sample(x_NO, out_BK=out_NK)
         return act.cpu().numpy(), log_prob_N.cpu().numpy(), value_N.cpu().numpy()
 
-    @torch.inference_mode()
     def value(self, obs: np.ndarray) -> np.ndarray:
         """``V(o)`` float32 ``[N]`` (zeros without a critic)."""
+        if (fast := self._fast()) is not None:
+            return fast.value(obs)
+        return self._torch_value(obs)
+
+    @torch.inference_mode()
+    def _torch_value(self, obs: np.ndarray) -> np.ndarray:
         return self.policy.value(self._features(obs)).cpu().numpy()
 
     def state_dict(self) -> dict[str, Any]:
@@ -484,6 +526,7 @@ class ActorCriticAlgorithm:
         state["return_normalizer"] = None if rn is None else rn.state_dict()
         if self.rng is not None:
             state["rng"] = self.rng.bit_generator.state
+        state["act_rng"] = self.act_rng.bit_generator.state
         state["env_steps"] = self.env_steps
         state["grad_steps"] = self.grad_steps
         return state
@@ -499,5 +542,7 @@ class ActorCriticAlgorithm:
             self.return_normalizer.load_state_dict(state["return_normalizer"])
         if self.rng is not None:
             self.rng.bit_generator.state = state["rng"]
+        if "act_rng" in state:  # (absent from states saved before acting had its own generator)
+            self.act_rng.bit_generator.state = state["act_rng"]
         self.env_steps = int(state["env_steps"])
         self.grad_steps = int(state["grad_steps"])
