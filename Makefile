@@ -75,7 +75,7 @@ $(VENV)/bin/python: | check
 	$(VENV)/bin/python -m pip install --progress-bar on --upgrade pip
 
 install: $(STAMP)-run ## create .venv if needed, build the Rust core (release) and install rlcore with the training extras
-install-test: $(STAMP)-test ## as install, plus the peer-compat, Ray, Atari, docs and test extras
+install-test: $(STAMP)-test ## as install, plus the peer-compat, Ray, Atari, EnvPool, docs and test extras
 install-docs: $(STAMP)-docs ## as install, plus the docs extra (MkDocs, Material, mkdocstrings)
 
 $(STAMP)-run: $(STAMP_DEPS)
@@ -85,7 +85,7 @@ $(STAMP)-docs: $(STAMP_DEPS)
 	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,docs
 	@$(if $(OWN_VENV),touch $@ $(STAMP)-run)
 $(STAMP)-test: $(STAMP_DEPS)
-	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,compat,ray,atari,docs,test
+	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,compat,ray,atari,envpool,docs,test
 	@$(if $(OWN_VENV),touch $@ $(STAMP)-run $(STAMP)-docs)
 
 # The two install stages (the stamps above and `bench` call them). Stage 2 lists the dependencies of
