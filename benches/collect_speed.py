@@ -17,6 +17,10 @@ Usage::
     python benches/collect_speed.py                  # 5 rounds x 20,000 env steps per arm
     python benches/collect_speed.py --rounds 3 --steps 5000 --env Pendulum-v1
     python benches/collect_speed.py --json out.json
+    python benches/collect_speed.py --env ALE/Breakout-v5 --rounds 3 --steps 4000
+
+An Atari id (``rlcore.envs.atari.is_atari``) runs every arm through ``make_atari_vec`` with the
+training settings (EnvPool: its own C++ preprocessing) into the Atari buffer (``frame_stack=4``).
 
 Not part of the test suite.
 """
@@ -36,6 +40,7 @@ import numpy as np
 import rlcore
 from rlcore.collect.collector import Collector
 from rlcore.envs import make_vec
+from rlcore.envs.atari import is_atari, make_atari_vec
 
 N = 8
 ARMS = {
@@ -66,8 +71,17 @@ def floor(envs: Any, steps: int) -> float:
     return done / (time.perf_counter() - start)
 
 
+def make(env_id: str, backend: str, async_batch: int | None) -> Any:
+    if is_atari(env_id):
+        return make_atari_vec(
+            env_id, N, backend=backend, async_batch=async_batch, seed=0, terminal_on_life_loss=True  # type: ignore[arg-type]
+        )
+    return make_vec(env_id, N, backend=backend, async_batch=async_batch, seed=0)  # type: ignore[arg-type]
+
+
 def collect(envs: Any, steps: int) -> float:
-    buf = rlcore.ReplayBuffer(steps + 4 * N + 1000, num_envs=N, seed=0)
+    frames = len(envs.single_observation_space.shape) == 3  # an Atari stack [4, 84, 84]
+    buf = rlcore.ReplayBuffer(steps + 4 * N + 1000, num_envs=N, seed=0, frame_stack=4 if frames else None)
     col = Collector(envs, buf)
     col.reset(seed=0)
     start = time.perf_counter()
@@ -84,7 +98,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # EnvPool's spaces warn about float64 bounds
     arms = {k: v for k, v in ARMS.items() if v[0] == "gymnasium" or importlib.util.find_spec("envpool")}
-    envs = {k: make_vec(args.env, N, backend=b, async_batch=a, seed=0) for k, (b, a) in arms.items()}  # type: ignore[arg-type]
+    envs = {k: make(args.env, b, a) for k, (b, a) in arms.items()}
     results: dict[tuple[str, str], list[float]] = {}
     for e in envs.values():  # warm-up
         floor(e, 2000)

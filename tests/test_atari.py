@@ -19,8 +19,8 @@ from rlcore.algos.dqn import DQN, DQNConfig
 from rlcore.cli import main
 from rlcore.collect.collector import Collector
 from rlcore.envs import make_vec
-from rlcore.envs.atari import is_atari, make_atari, make_atari_vec
-from rlcore.errors import DTypeError, InvalidValueError
+from rlcore.envs.atari import envpool_atari_id, is_atari, make_atari, make_atari_vec
+from rlcore.errors import ApiUsageError, DTypeError, InvalidValueError
 from rlcore.logging import JsonlLogger
 from rlcore.nets import DiscreteQNetwork, ImageQNetwork, NatureCNN, ObsEncoder, PixelObs, is_image_space
 from rlcore.presets import ATARI_CAPACITY, atari_replay_buffer, preset_for
@@ -37,6 +37,13 @@ except ImportError:
     HAVE_ALE = False
 needs_ale = pytest.mark.skipif(not HAVE_ALE, reason="needs the atari extra (pip install 'rlcore[atari]')")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+try:
+    import envpool  # noqa: F401
+
+    HAVE_ENVPOOL = True
+except ImportError:
+    HAVE_ENVPOOL = False
+needs_envpool = pytest.mark.skipif(not HAVE_ENVPOOL, reason="needs the envpool extra (pip install 'rlcore[envpool]')")
 
 NOOP = 0
 IMAGE_SPACE = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
@@ -146,6 +153,97 @@ def test_is_atari_tells_ale_ids_from_others() -> None:
 def test_make_vec_refuses_wrappers_for_envpool() -> None:
     with pytest.raises(InvalidValueError, match="backend='gymnasium'"):
         make_vec("CartPole-v1", 1, backend="envpool", wrappers=(lambda e: e,))
+
+
+# ------------------------------------------------------------------ EnvPool's Atari envs
+
+
+def test_envpool_atari_ids_and_their_sticky_actions() -> None:
+    assert envpool_atari_id("ALE/Breakout-v5") == ("Breakout-v5", 0.25)
+    assert envpool_atari_id("PongNoFrameskip-v4") == ("Pong-v5", 0.0)
+    for bad in ("CartPole-v1", "ALE/Breakout-v4", "Breakout-v5"):
+        with pytest.raises(ApiUsageError, match="EnvPool backend takes"):
+            envpool_atari_id(bad)
+
+
+@needs_envpool
+def test_envpool_atari_refusals_leave_nothing_open() -> None:
+    with pytest.raises(ApiUsageError, match="always press FIRE"):
+        make_atari_vec("ALE/Breakout-v5", 1, backend="envpool", fire_on_life_start=False)
+    with pytest.raises(InvalidValueError, match="repeat_action_probability"):
+        make_atari_vec("ALE/Breakout-v5", 1, backend="envpool", repeat_action_probability=1.5)
+    with pytest.raises(InvalidValueError, match="not options of EnvPool"):
+        make_vec("Breakout-v5", 1, backend="envpool", make_kwargs={"stack_size": 4})
+
+
+def _obs_policy(obs: np.ndarray) -> np.ndarray:
+    """Actions that depend on the observation only (4 actions), so that each env's stream is the
+    same whatever order an asynchronous pool returns the envs in."""
+    return (obs.reshape(len(obs), -1)[:, ::97].astype(np.int64).sum(1) % 4).astype(np.int64)
+
+
+def _plain_envpool_atari_streams(n: int, vector_steps: int, seed: int) -> list[list[tuple]]:
+    """Per env (obs, act, rew, term, trunc, obs_next) of a plain lock-step loop over the same
+    EnvPool envs (training settings), NEXT_STEP autoreset rows left out."""
+    pool = make_atari_vec("ALE/Breakout-v5", n, backend="envpool", seed=seed, terminal_on_life_loss=True)
+    obs = pool.reset()
+    pending = np.zeros(n, bool)
+    out: list[list[tuple]] = [[] for _ in range(n)]
+    for _ in range(vector_steps):
+        act = _obs_policy(obs)
+        o2, r, te, tr, _ = pool.step(act)
+        for i in range(n):
+            if not pending[i]:
+                out[i].append((obs[i].copy(), act[i], r[i], te[i], tr[i], o2[i].copy()))
+        pending = np.where(pending, False, te | tr)
+        obs = o2
+    pool.close()
+    return out
+
+
+@needs_envpool
+@pytest.mark.parametrize("async_batch", [None, 1])
+def test_envpool_breakout_stacks_are_stored_byte_for_byte(async_batch: int | None) -> None:
+    """Training settings (a lost life ends the episode, the game goes on with FIRE): every stored
+    transition's rebuilt stacks are the frames EnvPool returned, across episode starts."""
+    n, steps, seed = 2, 700, 5
+    envs = make_atari_vec(
+        "ALE/Breakout-v5", n, backend="envpool", seed=seed, async_batch=async_batch, terminal_on_life_loss=True
+    )
+    assert envs.single_observation_space.shape == (4, 84, 84)
+    buf = atari_replay_buffer(4 * steps, num_envs=n, seed=0)
+    col = Collector(envs, buf)
+    col.reset(seed=seed)
+    stats = col.collect(n * steps, policy=_obs_policy)
+    envs.close()
+    assert len(stats.episode_returns) >= 4  # several lives lost: episode starts inside a game
+    plain = _plain_envpool_atari_streams(n, steps + 50, seed)
+    seg = buf.capacity // n
+    for i in range(n):
+        rows = np.arange(i * seg, (i + 1) * seg)
+        idx = rows[buf.is_transition(rows)]
+        assert len(idx) >= steps - 60
+        b = buf.sample_at(idx, n_step=1, gamma=1.0)
+        want = plain[i][: len(idx)]
+        assert len(want) == len(idx)
+        np.testing.assert_array_equal(b.obs, np.stack([w[0] for w in want]))
+        np.testing.assert_array_equal(b.act, [w[1] for w in want])
+        np.testing.assert_array_equal(b.rew, np.asarray([w[2] for w in want], np.float32))
+        np.testing.assert_array_equal(b.terminated, [w[3] for w in want])
+        np.testing.assert_array_equal(b.obs_next, np.stack([w[5] for w in want]))
+
+
+@needs_envpool
+def test_cli_trains_dqn_on_breakout_on_envpool(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = ["train", "--algo", "dqn", "--env", "ALE/Breakout-v5", "--backend", "envpool", "--steps", "1200",
+            "--warmup-env-steps", "1000", "--out", str(out), "--no-progress", "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["args"]["backend"] == "envpool"
+    last = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][-1]
+    assert last["time/env_steps"] == 1200 and last["time/grad_steps"] == 50
+    assert np.isfinite(last["train/loss"]) and last["eval/episodes"] == 10 and last["eval/return_mean"] >= 0
 
 
 # ------------------------------------------------------------------ the Nature CNN

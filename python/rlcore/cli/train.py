@@ -26,19 +26,26 @@ from rlcore.presets import atari_replay_buffer, preset_for, recurrent_preset_for
 
 
 def _make_atari_envs(args: argparse.Namespace, num_envs: int) -> tuple[Any, Any]:
-    """Training and evaluation envs of an Atari game (:mod:`rlcore.envs.atari`): training envs clip
-    rewards to their sign and end an episode at every lost life; the one evaluation env plays
-    whole games and reports the raw score."""
+    """Training and evaluation envs of an Atari game (:mod:`rlcore.envs.atari`) on ``--backend``:
+    training envs clip rewards to their sign and end an episode at every lost life; the one
+    evaluation env plays whole games and reports the raw score."""
     from rlcore.envs.atari import make_atari_vec
     from rlcore.errors import ApiUsageError, InvalidValueError
 
-    if args.backend != "gymnasium":
-        raise UsageError(f"{args.env}: Atari games run on --backend gymnasium (EnvPool's Atari is not wired in)")
+    backend = args.backend
     try:
         envs = make_atari_vec(
-            args.env, num_envs, async_batch=args.async_batch, clip_reward=True, terminal_on_life_loss=True
+            args.env,
+            num_envs,
+            backend=backend,
+            seed=args.seed,
+            async_batch=args.async_batch,
+            clip_reward=True,
+            terminal_on_life_loss=True,
         )
-        eval_envs = make_atari_vec(args.env, 1, clip_reward=False, terminal_on_life_loss=False)
+        eval_envs = make_atari_vec(
+            args.env, 1, backend=backend, seed=args.seed + 10_000, clip_reward=False, terminal_on_life_loss=False
+        )
     except (ApiUsageError, InvalidValueError) as e:
         raise UsageError(str(e)) from e
     return envs, eval_envs

@@ -25,7 +25,8 @@ first:
 Training and evaluation: :func:`make_atari_vec` makes N such envs through
 :func:`rlcore.envs.make_vec` (gymnasium ``SyncVectorEnv``/``AsyncVectorEnv``, NEXT_STEP autoreset),
 with the training settings by default; evaluation envs are ``clip_reward=False,
-terminal_on_life_loss=False`` (whole games, raw score).
+terminal_on_life_loss=False`` (whole games, raw score). ``backend="envpool"`` makes the same
+preprocessing from EnvPool's C++ Atari envs instead (:func:`make_atari_vec` says what differs).
 
 Needs the optional extra ``rlcore[atari]`` (``ale-py`` ships the ROMs; ``AtariPreprocessing``
 resizes with OpenCV, ``opencv-python-headless``).
@@ -34,7 +35,7 @@ resizes with OpenCV, ``opencv-python-headless``).
 from __future__ import annotations
 
 import functools
-from typing import Any, SupportsFloat
+from typing import Any, Literal, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -262,10 +263,29 @@ def make_atari(
         raise ApiUsageError(f"{env_id}: {e} (pip install 'rlcore[atari]')") from e
 
 
+def envpool_atari_id(env_id: str) -> tuple[str, float]:
+    """EnvPool's id of an ale-py game id and the id's sticky-action probability:
+    ``"ALE/Breakout-v5"`` -> ``("Breakout-v5", 0.25)``, ``"BreakoutNoFrameskip-v4"`` ->
+    ``("Breakout-v5", 0.0)``.
+
+    Raises:
+        ApiUsageError: not an ``ALE/<Game>-v5`` or ``<Game>NoFrameskip-v4`` id.
+    """
+    if env_id.startswith("ALE/") and env_id.endswith("-v5"):
+        return env_id[len("ALE/") :], 0.25
+    if env_id.endswith("NoFrameskip-v4"):
+        return env_id[: -len("NoFrameskip-v4")] + "-v5", 0.0
+    raise ApiUsageError(
+        f"{env_id}: the EnvPool backend takes ALE/<Game>-v5 or <Game>NoFrameskip-v4 ids"
+    )
+
+
 def make_atari_vec(
     env_id: str,
     num_envs: int,
     *,
+    backend: Literal["gymnasium", "envpool"] = "gymnasium",
+    seed: int | None = None,
     async_batch: int | None = None,
     frame_skip: int = 4,
     frame_stack: int = 4,
@@ -276,18 +296,52 @@ def make_atari_vec(
     fire_on_life_start: bool = True,
     repeat_action_probability: float | None = None,
 ) -> gym.vector.VectorEnv:
-    """N envs of :func:`make_atari` as one gymnasium vector env, made by
-    :func:`rlcore.envs.make_vec` (``async_batch``: ``None`` lock-step ``SyncVectorEnv``, ``N``
-    ``AsyncVectorEnv``). The other arguments are :func:`make_atari`'s; for evaluation pass
-    ``clip_reward=False, terminal_on_life_loss=False``.
+    """N envs of :func:`make_atari`, made by :func:`rlcore.envs.make_vec`, on gymnasium (one
+    vector env: ``async_batch`` ``None`` lock-step ``SyncVectorEnv``, ``N`` ``AsyncVectorEnv``)
+    or on EnvPool (``backend="envpool"``: its C++ Atari envs stepped by its thread pool,
+    ``async_batch`` B < N for partial batches). The other arguments are :func:`make_atari`'s; for
+    evaluation pass ``clip_reward=False, terminal_on_life_loss=False``.
+
+    On EnvPool the same preprocessing is EnvPool's own (its id is :func:`envpool_atari_id`'s, with
+    ``frame_skip``, ``noop_max``, ``stack_num``, 84x84 grayscale, ``reward_clip``,
+    ``episodic_life``, FIRE at every life start and the id's sticky actions passed as its
+    options; its reset stack repeats the reset frame as ``FrameStackObservation`` does). Frames
+    can differ from ale-py's in the last bits of the resize and max-pooling, and its time limit is
+    27,000 agent steps (108k frames, as ale-py's v5 ids); ``fire_on_life_start=False`` is refused
+    there (EnvPool presses FIRE whenever the game has it).
 
     Observations are uint8 ``[N, frame_stack, screen_size, screen_size]``; the autoreset mode is
-    gymnasium's NEXT_STEP. Seed through the first ``reset(seed=...)`` (the collector does).
+    NEXT_STEP on both. Gymnasium envs are seeded by the first ``reset(seed=...)`` (the collector
+    does), EnvPool's by ``seed`` (env i gets ``seed + i``).
 
     Raises:
-        ApiUsageError, InvalidValueError: as :func:`make_atari` and :func:`rlcore.envs.make_vec`.
+        ApiUsageError, InvalidValueError: as :func:`make_atari` and :func:`rlcore.envs.make_vec`;
+            on EnvPool also an id :func:`envpool_atari_id` does not map, ``fire_on_life_start=False``.
     """
     _check_options(frame_skip, frame_stack, screen_size, noop_max)
+    if backend == "envpool":
+        pool_id, sticky = envpool_atari_id(env_id)
+        if not fire_on_life_start:
+            raise ApiUsageError("fire_on_life_start=False: EnvPool's Atari envs always press FIRE")
+        if repeat_action_probability is not None and not 0.0 <= repeat_action_probability <= 1.0:
+            raise InvalidValueError(
+                f"repeat_action_probability must be in [0, 1], got {repeat_action_probability}"
+            )
+        options = {
+            "stack_num": frame_stack,
+            "frame_skip": frame_skip,
+            "noop_max": noop_max,
+            "img_height": screen_size,
+            "img_width": screen_size,
+            "gray_scale": True,
+            "reward_clip": clip_reward,
+            "episodic_life": terminal_on_life_loss,
+            "use_fire_reset": True,
+            "repeat_action_probability": sticky if repeat_action_probability is None else repeat_action_probability,
+        }
+        return make_vec(  # type: ignore[return-value]
+            pool_id, num_envs, backend="envpool", async_batch=async_batch, seed=seed, make_kwargs=options
+        )
     kwargs = _game_kwargs(env_id, repeat_action_probability)
     wrap = functools.partial(
         wrap_atari,

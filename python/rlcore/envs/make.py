@@ -48,8 +48,10 @@ def make_vec(
         wrappers: gymnasium backend only: applied to each sub-env, first one innermost
             (``gymnasium.make_vec``'s ``wrappers``; :func:`rlcore.envs.atari.make_atari_vec`
             passes its Atari preprocessing here).
-        make_kwargs: gymnasium backend only: keyword arguments of each sub-env's ``gym.make``
-            (e.g. ``{"frameskip": 1}`` for an ALE game).
+        make_kwargs: gymnasium: keyword arguments of each sub-env's ``gym.make`` (e.g.
+            ``{"frameskip": 1}`` for an ALE game); EnvPool: options of ``envpool.make``, its env
+            config (e.g. ``{"stack_num": 4, "episodic_life": True}`` for an Atari game; see
+            ``envpool.make_spec(env_id).config``).
 
     Returns:
         a gymnasium ``VectorEnv`` (gymnasium) or an
@@ -57,7 +59,7 @@ def make_vec(
 
     Raises:
         InvalidValueError: ``num_envs < 1``, an ``async_batch`` the backend cannot do, an unknown
-            backend, ``wrappers`` or ``make_kwargs`` with EnvPool.
+            backend, ``wrappers`` with EnvPool, a ``make_kwargs`` key EnvPool's config lacks.
         ApiUsageError: envpool is not installed, or the id is unknown to the backend.
     """
     if num_envs < 1:
@@ -82,10 +84,8 @@ def make_vec(
         )
     if backend != "envpool":
         raise InvalidValueError(f"backend must be 'gymnasium' or 'envpool', got {backend!r}")
-    if wrappers or make_kwargs:
-        raise InvalidValueError(
-            "wrappers and make_kwargs are for backend='gymnasium'; EnvPool builds its envs in C++"
-        )
+    if wrappers:
+        raise InvalidValueError("wrappers are for backend='gymnasium'; EnvPool builds its envs in C++")
     batch = num_envs if async_batch is None else async_batch
     if not 1 <= batch <= num_envs or num_envs % batch:
         raise InvalidValueError(
@@ -103,6 +103,14 @@ def make_vec(
     opts: dict[str, Any] = {"num_envs": num_envs, "batch_size": batch, "seed": 0 if seed is None else seed}
     if max_episode_steps is not None:
         opts["max_episode_steps"] = max_episode_steps
+    if make_kwargs:
+        known = set(envpool.make_spec(env_id).config._fields)
+        unknown = sorted(set(make_kwargs) - known)
+        if unknown:
+            raise InvalidValueError(
+                f"make_kwargs {unknown} are not options of EnvPool's {env_id} (its options: {sorted(known)})"
+            )
+        opts.update(make_kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pool = envpool.make(env_id, env_type="gymnasium", **opts)
