@@ -25,6 +25,7 @@ from rlcore.logging import JsonlLogger
 from rlcore.nets import DiscreteQNetwork, ImageQNetwork, NatureCNN, ObsEncoder, PixelObs, is_image_space
 from rlcore.presets import ATARI_CAPACITY, atari_replay_buffer, preset_for
 from rlcore.stats import EpisodeStats, EpochStats, TimeStats
+from test_backends import plain_pool_streams
 
 torch.set_num_threads(1)
 
@@ -186,19 +187,10 @@ def _plain_envpool_atari_streams(n: int, vector_steps: int, seed: int) -> list[l
     """Per env (obs, act, rew, term, trunc, obs_next) of a plain lock-step loop over the same
     EnvPool envs (training settings), NEXT_STEP autoreset rows left out."""
     pool = make_atari_vec("ALE/Breakout-v5", n, backend="envpool", seed=seed, terminal_on_life_loss=True)
-    obs = pool.reset()
-    pending = np.zeros(n, bool)
-    out: list[list[tuple]] = [[] for _ in range(n)]
-    for _ in range(vector_steps):
-        act = _obs_policy(obs)
-        o2, r, te, tr, _ = pool.step(act)
-        for i in range(n):
-            if not pending[i]:
-                out[i].append((obs[i].copy(), act[i], r[i], te[i], tr[i], o2[i].copy()))
-        pending = np.where(pending, False, te | tr)
-        obs = o2
-    pool.close()
-    return out
+    try:
+        return plain_pool_streams(pool, _obs_policy, n, vector_steps)
+    finally:
+        pool.close()
 
 
 @needs_envpool

@@ -50,7 +50,8 @@ def policy_for(space: gym.Space) -> Any:
 
 
 def row(obs: Any, i: int) -> Any:
-    return {k: np.asarray(v[i]) for k, v in obs.items()} if isinstance(obs, Mapping) else np.asarray(obs[i])
+    """Env i's observation, copied (an env may reuse its arrays)."""
+    return {k: np.array(v[i]) for k, v in obs.items()} if isinstance(obs, Mapping) else np.array(obs[i])
 
 
 def plain_gym_streams(env_id: str, n: int, vector_steps: int) -> list[list[tuple]]:
@@ -84,7 +85,14 @@ def plain_envpool_streams(env_id: str, n: int, vector_steps: int) -> list[list[t
         pool = envpool.make(env_id, env_type="gymnasium", num_envs=n, seed=SEED)
         policy = policy_for(pool.action_space)
         assert pool.observation_space is not None  # built (and cached) here, quietly
-    obs, _ = pool.reset()
+    return plain_pool_streams(pool, policy, n, vector_steps)
+
+
+def plain_pool_streams(pool: Any, policy: Any, n: int, vector_steps: int) -> list[list[tuple]]:
+    """Per env (obs, act, rew, term, trunc, obs_next) of a plain lock-step loop over an EnvPool
+    pool (raw, or rlcore's ``EnvPoolBackend``), the rows after a done (its resets) left out."""
+    obs = pool.reset()
+    obs = obs[0] if isinstance(obs, tuple) else obs  # a raw pool returns (obs, info)
     pending = np.zeros(n, bool)
     out: list[list[tuple]] = [[] for _ in range(n)]
     for _ in range(vector_steps):
