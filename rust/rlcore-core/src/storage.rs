@@ -12,7 +12,7 @@
 use crate::dtype::{cast_into, read_f64, read_flag, Array, DType};
 use crate::error::{CoreError, Result};
 use crate::fill::Fill;
-use crate::mem::{advise_huge_pages, alloc, same_bytes, scatter_column, FastDiv, Span};
+use crate::mem::{alloc, same_bytes, scatter_column, FastDiv, Span};
 use crate::per::PerState;
 use crate::schema::{
     Column, ColumnView, Schema, OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC,
@@ -200,7 +200,6 @@ impl Storage {
             self.ep_pre = alloc(self.rows, 0u8)?;
         }
         self.data = alloc(words, 0u64)?;
-        advise_huge_pages(&self.data);
         self.scratch = vec![0u8; 2 * schema.max_obs_bytes()];
         self.k1 = schema.frame_stack.map_or(0, |k| k as u64 - 1);
         self.schema = schema;
