@@ -425,8 +425,10 @@ class ActorCriticAlgorithm:
 
     Holds ``config``, ``device``, the ``policy`` on it, the optional ``return_normalizer``, the
     counters ``env_steps`` (valid rollout rows seen by ``update``) and ``grad_steps``; answers the
-    sampler's ``act``/``act_value``/``value``; saves and restores all of it plus the optimizers
-    named in :attr:`OPTIMIZERS` and, when set, the generator ``rng``.
+    sampler's ``act``/``act_value``/``value`` (in numpy on the CPU with the default fused network,
+    :mod:`rlcore.algos.numpy_acting`, drawing from ``act_rng``; in torch otherwise); saves and
+    restores all of it plus the optimizers named in :attr:`OPTIMIZERS`, the action generator
+    ``act_rng`` and, when set, the generator ``rng``.
 
     Args:
         policy: actor (and critic) networks.
@@ -517,7 +519,7 @@ class ActorCriticAlgorithm:
 
     def state_dict(self) -> dict[str, Any]:
         """Config, networks (incl. observation normaliser), optimizers, return normaliser, the
-        generator (when set) and the counters."""
+        action generator, the generator ``rng`` (when set) and the counters."""
         state: dict[str, Any] = {"config": asdict(self.config), "policy": self.policy.state_dict()}
         for name in self.OPTIMIZERS:
             optimizer = getattr(self, name)
