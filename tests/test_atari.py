@@ -175,6 +175,30 @@ def test_envpool_atari_refusals_leave_nothing_open() -> None:
         make_atari_vec("ALE/Breakout-v5", 1, backend="envpool", repeat_action_probability=1.5)
     with pytest.raises(InvalidValueError, match="not options of EnvPool"):
         make_vec("Breakout-v5", 1, backend="envpool", make_kwargs={"stack_size": 4})
+    with pytest.raises(InvalidValueError, match="noop_max >= 1"):  # envpool 1.2.5 segfaults at reset
+        make_atari_vec("ALE/Breakout-v5", 1, backend="envpool", noop_max=0)
+    for seed in (-1, 2**31 - 1):  # env i gets seed + i, an int32 in EnvPool
+        with pytest.raises(InvalidValueError, match=r"\[0, 2\*\*31\)"):
+            make_atari_vec("ALE/Breakout-v5", 2, backend="envpool", seed=seed)
+
+
+def test_make_atari_vec_refuses_an_unknown_backend() -> None:
+    with pytest.raises(InvalidValueError, match="backend must be"):
+        make_atari_vec("ALE/Breakout-v5", 1, backend="envppol")  # type: ignore[arg-type]
+
+
+def test_on_policy_cli_points_atari_games_to_dqn(capsys: pytest.CaptureFixture[str]) -> None:
+    for backend in ("gymnasium", "envpool"):
+        assert main(["train", "--algo", "ppo", "--env", "ALE/Breakout-v5", "--backend", backend]) == 2
+        assert "Atari games train with --algo dqn" in capsys.readouterr().err
+
+
+@needs_envpool
+def test_cli_eval_seed_of_envpool_atari_stays_an_int32(tmp_path: Path) -> None:
+    argv = ["train", "--algo", "dqn", "--env", "ALE/Breakout-v5", "--backend", "envpool", "--steps", "40",
+            "--warmup-env-steps", "40", "--seed", str(2**31 - 100), "--out", str(tmp_path / "r"),
+            "--no-progress", "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 0
 
 
 def _obs_policy(obs: np.ndarray) -> np.ndarray:

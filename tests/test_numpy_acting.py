@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from rlcore.algos import A2C, PPO, VPG, A2CConfig, PPOConfig, VPGConfig
+from rlcore.errors import InvalidValueError, ShapeError
 from torch import nn
 
 DISCRETE = (gym.spaces.Box(-5.0, 5.0, (4,), np.float32), gym.spaces.Discrete(3))
@@ -154,3 +155,40 @@ def test_torch_path_where_numpy_does_not_apply() -> None:
     y = A2C.from_spaces(*DISCRETE, A2CConfig(), num_envs=2, device="cpu")
     obs = np.zeros((64, 4), np.float32)
     assert x._fast() is not None and (x.act(obs) == y.act(obs)).all()
+
+
+def test_a_linear_policy_without_hidden_layers_acts_as_torchs() -> None:
+    torch.manual_seed(0)
+    algo = PPO.from_spaces(*DISCRETE, PPOConfig(seed=0, hidden=()), num_envs=1, device="cpu")
+    scramble(algo, 6)
+    assert algo._fast() is not None
+    for n in (1, 5):
+        obs = np.random.default_rng(n).normal(0.0, 1.0, (n, 4)).astype(np.float32)
+        out, value = algo._fast().forward(obs)  # type: ignore[union-attr]
+        t_out, t_value = torch_forward(algo, obs)
+        np.testing.assert_allclose(out, t_out, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(value, t_value, rtol=1e-5, atol=1e-5)
+        assert algo.act_value(obs)[0].shape == (n,)
+
+
+def test_non_finite_logits_raise_instead_of_drawing_action_zero() -> None:
+    algo = ppo(DISCRETE)
+    obs = np.full((2, 4), np.nan, np.float32)
+    with pytest.raises(InvalidValueError, match="logits of row 0 are not finite"):
+        algo.act_value(obs)
+    obs[0] = 0.0
+    with pytest.raises(InvalidValueError, match="row 1"):
+        algo.act(obs)
+    assert algo.act(obs, deterministic=True).shape == (2,)  # argmax of NaN: no draw, as torch's
+
+
+@pytest.mark.parametrize("numpy_path", [True, False])
+def test_observations_of_the_wrong_size_raise_a_shape_error_on_both_paths(numpy_path: bool) -> None:
+    algo = ppo(DISCRETE)
+    if not numpy_path:
+        algo._numpy_actor = None
+    for bad in (np.zeros((3, 5), np.float32), np.zeros(4, np.float32), np.zeros((), np.float32)):
+        with pytest.raises(ShapeError, match="batch"):
+            algo.act_value(bad)
+        with pytest.raises(ShapeError):
+            algo.act(bad)

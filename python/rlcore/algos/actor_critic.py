@@ -34,6 +34,7 @@ from torch import nn
 from rlcore.algos.common import anneal_learning_rate, resolve_device
 from rlcore.algos.numpy_acting import NumpyActor
 from rlcore.batch import Rollout
+from rlcore.errors import ShapeError
 from rlcore.nets import EnsembleLinear, ObsEncoder, RunningMeanStd
 
 __all__ = [
@@ -477,7 +478,15 @@ class ActorCriticAlgorithm:
         return na if na is not None and na.policy is self.policy and na.ready() else None
 
     def _features(self, obs: Any) -> torch.Tensor:
-        return self.policy.features(torch.as_tensor(np.asarray(obs), device=self.device))
+        if not isinstance(obs, Mapping):
+            x = np.asarray(obs)
+            dim = self.policy.encoder.dim
+            if x.ndim < 1 or (x.shape[0] and x[0].size != dim):
+                raise ShapeError(
+                    f"observations must be a batch [N, *obs_shape] of {dim} values each, got shape {x.shape}"
+                )
+            obs = x
+        return self.policy.features(torch.as_tensor(obs, device=self.device))
 
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
         """Actions for N observations: a sample, or the mode when ``deterministic``; int64 ``[N]``

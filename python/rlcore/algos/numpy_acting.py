@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlcore.errors import InvalidValueError, ShapeError
+
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 class NumpyActor:
@@ -86,16 +88,25 @@ class NumpyActor:
 
     def forward(self, obs: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(out [N, K] float32, value [N] float32)``: logits (``Discrete``) or Gaussian means
-        (``Box``), and ``V(o)``, for observations ``[N, *obs_shape]`` of any real dtype."""
+        (``Box``), and ``V(o)``, for observations ``[N, *obs_shape]`` of any real dtype.
+
+        Raises:
+            ShapeError: not a batch of observations of the policy's size.
+        """
         v = self._views
         p = self.policy
         x = np.asarray(obs)
-        x = x.reshape(x.shape[0], -1).astype(np.float32, copy=False)
+        dim = p.encoder.dim
+        if x.ndim < 1 or (x.shape[0] and x[0].size != dim):
+            raise ShapeError(
+                f"observations must be a batch [N, *obs_shape] of {dim} values each, got shape {x.shape}"
+            )
+        x = x.reshape(x.shape[0], dim).astype(np.float32, copy=False)
         if p.obs_rms is not None:
             mean, var = v[-2], v[-1]
             std = np.sqrt(var + p.obs_rms.eps).astype(np.float32)
             x = np.clip((x - mean.astype(np.float32)) / std, -p.obs_rms.clip, p.obs_rms.clip)
-        h = x
+        h = np.broadcast_to(x, (2, *x.shape))  # [2, N, O]: the actor's and the critic's input
         n_layers = len(p.trunk.layers)
         for i in range(n_layers):
             h = np.tanh(np.matmul(h, v[2 * i]) + v[2 * i + 1])  # [2, N, out]
@@ -109,7 +120,12 @@ class NumpyActor:
 
     def sample(self, out: np.ndarray, *, deterministic: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``(act, log_prob [N] float32)`` from the head's output ``out`` (see the module docs):
-        int64 ``[N]`` actions for ``Discrete``, float32 ``[N, A]`` (unclipped) for ``Box``."""
+        int64 ``[N]`` actions for ``Discrete``, float32 ``[N, A]`` (unclipped) for ``Box``.
+
+        Raises:
+            InvalidValueError: a draw from ``Discrete`` logits that are not finite (torch's
+                ``multinomial`` raises too; the deterministic mode, like torch's argmax, does not).
+        """
         n = out.shape[0]
         if self.discrete:
             z = out - out.max(-1, keepdims=True)
@@ -119,6 +135,12 @@ class NumpyActor:
             if deterministic:
                 act = z.argmax(-1)
             else:
+                if not np.isfinite(log_sum).all():
+                    bad = int(np.flatnonzero(~np.isfinite(log_sum))[0])
+                    raise InvalidValueError(
+                        f"the policy's logits of row {bad} are not finite ({out[bad].tolist()}): a NaN "
+                        "or inf observation, or diverged weights; no action was drawn"
+                    )
                 u = (1.0 - self.rng.random((n, 1), dtype=np.float32)) * cdf[:, -1:]
                 act = np.minimum((cdf < u).sum(-1), out.shape[1] - 1)
             if self._rows.shape[0] != n:

@@ -44,7 +44,12 @@ def _make_atari_envs(args: argparse.Namespace, num_envs: int) -> tuple[Any, Any]
             terminal_on_life_loss=True,
         )
         eval_envs = make_atari_vec(
-            args.env, 1, backend=backend, seed=args.seed + 10_000, clip_reward=False, terminal_on_life_loss=False
+            args.env,
+            1,
+            backend=backend,
+            seed=(args.seed + 10_000) % 2**31,  # EnvPool takes int32 seeds only
+            clip_reward=False,
+            terminal_on_life_loss=False,
         )
     except (ApiUsageError, InvalidValueError) as e:
         raise UsageError(str(e)) from e

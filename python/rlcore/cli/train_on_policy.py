@@ -34,11 +34,14 @@ def train_on_policy(args: argparse.Namespace) -> int:
     from rlcore.algos.ppo import PPO, PPOConfig
     from rlcore.algos.vpg import VPG, VPGConfig
     from rlcore.cli.common import UsageError, _make_envs, load_resume, prepare_run_dir
+    from rlcore.envs.atari import is_atari
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 
     if args.her or args.prioritized or args.n_step not in (None, 1):
         raise UsageError(f"--her, --prioritized and --n-step are replay options; {args.algo} is on-policy")
+    if is_atari(args.env):
+        raise UsageError(f"{args.env}: Atari games train with --algo dqn (the Atari wrappers and the Nature CNN)")
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be >= 1, got {args.steps}")
     if args.num_envs is not None and args.num_envs < 1:

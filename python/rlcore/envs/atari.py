@@ -316,11 +316,19 @@ def make_atari_vec(
 
     Raises:
         ApiUsageError, InvalidValueError: as :func:`make_atari` and :func:`rlcore.envs.make_vec`;
-            on EnvPool also an id :func:`envpool_atari_id` does not map, ``fire_on_life_start=False``.
+            an unknown backend; on EnvPool also an id :func:`envpool_atari_id` does not map,
+            ``fire_on_life_start=False``, ``noop_max=0`` (EnvPool 1.2.5 segfaults with it).
     """
     _check_options(frame_skip, frame_stack, screen_size, noop_max)
+    if backend not in ("gymnasium", "envpool"):
+        raise InvalidValueError(f"backend must be 'gymnasium' or 'envpool', got {backend!r}")
     if backend == "envpool":
         pool_id, sticky = envpool_atari_id(env_id)
+        if noop_max < 1:
+            raise InvalidValueError(
+                "noop_max=0: EnvPool's Atari envs need noop_max >= 1 (envpool 1.2.5 crashes the "
+                "process at reset with 0); use the gymnasium backend for starts without no-ops"
+            )
         if not fire_on_life_start:
             raise ApiUsageError("fire_on_life_start=False: EnvPool's Atari envs always press FIRE")
         if repeat_action_probability is not None and not 0.0 <= repeat_action_probability <= 1.0:

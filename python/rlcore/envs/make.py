@@ -59,7 +59,8 @@ def make_vec(
 
     Raises:
         InvalidValueError: ``num_envs < 1``, an ``async_batch`` the backend cannot do, an unknown
-            backend, ``wrappers`` with EnvPool, a ``make_kwargs`` key EnvPool's config lacks.
+            backend, ``wrappers`` with EnvPool, a ``make_kwargs`` key EnvPool's config lacks, an
+            EnvPool seed outside ``[0, 2**31 - num_envs]``.
         ApiUsageError: envpool is not installed, or the id is unknown to the backend.
     """
     if num_envs < 1:
@@ -100,7 +101,13 @@ def make_vec(
         raise ApiUsageError("backend='envpool' needs envpool: pip install 'rlcore[envpool]'") from e
     if env_id not in envpool.list_all_envs():
         raise ApiUsageError(f"unknown EnvPool environment {env_id!r} (see envpool.list_all_envs())")
-    opts: dict[str, Any] = {"num_envs": num_envs, "batch_size": batch, "seed": 0 if seed is None else seed}
+    first = 0 if seed is None else int(seed)
+    if not 0 <= first or first + num_envs > 2**31:  # EnvPool asserts int32 seeds (env i gets seed + i)
+        raise InvalidValueError(
+            f"seed={seed}: EnvPool seeds env i with seed + i, which must lie in [0, 2**31) for all "
+            f"{num_envs} envs"
+        )
+    opts: dict[str, Any] = {"num_envs": num_envs, "batch_size": batch, "seed": first}
     if max_episode_steps is not None:
         opts["max_episode_steps"] = max_episode_steps
     if make_kwargs:
