@@ -1521,7 +1521,8 @@ def test_bench_floor_gather_copies_the_drawn_rows_and_their_next_rows():
 @pytest.mark.parametrize("num_envs", [1, 3])
 @pytest.mark.parametrize("masked", [True, False])
 @pytest.mark.parametrize("p_cut", [0.15, 0.003])
-def test_bulk_extend_equals_step_by_step_add_through_cuts_wraps_and_masks(num_envs, prioritized, masked, p_cut):
+@pytest.mark.parametrize("dtypes", ["float32/bool", "float64/int32"])
+def test_bulk_extend_equals_step_by_step_add_through_cuts_wraps_and_masks(num_envs, prioritized, masked, p_cut, dtypes):
     """``extend`` of many rows copies the columns after the rows' bookkeeping (issue 20's bulk
     path), and one env's unmasked rows that continue an episode go as whole runs; it must build
     exactly the state of step-by-step adds: continuity cuts (the check compares with this call's
@@ -1539,6 +1540,8 @@ def test_bulk_extend_equals_step_by_step_add_through_cuts_wraps_and_masks(num_en
     mask = rng.random((t, n)) < 0.9 if masked else np.ones((t, n), bool)
     act = rng.integers(0, 5, (t, n)).astype(np.int64)
     rew = rng.standard_normal((t, n)).astype(np.float32)
+    if dtypes == "float64/int32":  # the run path's generic reads (float32/bool has its own loop)
+        rew, term, trunc = rew.astype(np.float64), term.astype(np.int32), trunc.astype(np.int32)
     aux = rng.standard_normal((t, n, 2))
     goal = {"o": obs, "g": obs[..., :2].astype(np.float64).copy()}
     goal_next = {"o": obs_next, "g": obs_next[..., :2].astype(np.float64).copy()}

@@ -505,9 +505,44 @@ impl Storage {
         s: &Checked<'_>,
         i: usize,
         len: usize,
+        per: Option<&mut PerState>,
+        d: &mut Deferred,
+        out: &mut AddOutcome,
+    ) {
+        // the usual dtypes (float32 rewards, one-byte flags) read without a dtype match per row
+        let (rw, te, tr) = (s.rew, s.terminated, s.truncated);
+        if rw.dtype == DType::F32 && te.dtype.size() == 1 && tr.dtype.size() == 1 {
+            let rew = |r: usize| {
+                let b = &rw.data[r * 4..r * 4 + 4];
+                f32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+            };
+            let flags = |r: usize| (te.data[r] != 0, tr.data[r] != 0);
+            self.write_run_rows(i, len, per, d, out, rew, flags);
+        } else {
+            let rew = |r: usize| read_f64(rw.dtype, rw.data, r) as f32;
+            let flags = |r: usize| {
+                (
+                    read_flag(te.dtype, te.data, r),
+                    read_flag(tr.dtype, tr.data, r),
+                )
+            };
+            self.write_run_rows(i, len, per, d, out, rew, flags);
+        }
+    }
+
+    /// [`Storage::write_run`] with the rewards and flags of input row r read by `rew(r)` and
+    /// `flags(r)` (terminated, truncated).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn write_run_rows(
+        &mut self,
+        i: usize,
+        len: usize,
         mut per: Option<&mut PerState>,
         d: &mut Deferred,
         out: &mut AddOutcome,
+        rew_at: impl Fn(usize) -> f32,
+        flags_at: impl Fn(usize) -> (bool, bool),
     ) {
         let e = 0;
         let rec = self.schema.rec;
@@ -527,9 +562,8 @@ impl Storage {
                     &crate::mem::bytes_of(&self.data)[(p + RUN_PREFETCH_ROWS) * rec],
                 );
             }
-            let rew = read_f64(s.rew.dtype, s.rew.data, r) as f32;
-            let term = read_flag(s.terminated.dtype, s.terminated.data, r);
-            let trunc = read_flag(s.truncated.dtype, s.truncated.data, r);
+            let rew = rew_at(r);
+            let (term, trunc) = flags_at(r);
             // the open row's transition fields; the next row is claimed
             let (np, nabs) = (p + 1, cur + 1);
             let retire = nabs >= seg && self.flag(np) & F_TRANSITION != 0;
@@ -577,9 +611,8 @@ impl Storage {
         d.obs.push(obs);
         let last = i + len - 1;
         d.pending[e] = last;
-        if read_flag(s.terminated.dtype, s.terminated.data, last)
-            || read_flag(s.truncated.dtype, s.truncated.data, last)
-        {
+        let (term, trunc) = flags_at(last);
+        if term || trunc {
             let (np, nabs) = (p0 + len, cur0 + len as u64);
             let st = &mut self.envs[e];
             st.open = false;
