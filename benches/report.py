@@ -1161,13 +1161,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_micro:
             for k in range(args.runs):
                 print(f"== micro and scale benchmarks, run {k + 1} of {args.runs}", flush=True)
-                out = raw / f"run-{k}.json"
+                run_json = raw / f"run-{k}.json"
                 rc = run_benchmarks(
-                    out, raw / f"run-{k}.skips.json", ["-k", args.keyword] if args.keyword else []
+                    run_json, raw / f"run-{k}.skips.json", ["-k", args.keyword] if args.keyword else []
                 )
                 if rc != 0:
                     print(f"benchmarks failed (pytest exit code {rc})", file=sys.stderr)
-                    if not out.exists():
+                    if not run_json.exists():
                         return rc or 1
             loads.append(("after the micro benchmarks", load_average()))
         if not args.no_memory:

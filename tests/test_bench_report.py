@@ -226,6 +226,24 @@ def test_a_run_names_the_command_line_it_was_given(tmp_path: Path, monkeypatch: 
     assert f"by `{meta['command']}`" in out.read_text()
 
 
+def test_a_run_of_the_micro_benchmarks_writes_the_report_to_out_and_keeps_the_raw_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The micro-benchmark loop once reused the report's ``out`` name for each run's JSON: the
+    Markdown then overwrote ``run-0.json`` and ``--out`` was never written."""
+
+    def fake_run(json_path: Path, skips_path: Path, extra: list[str]) -> int:
+        shutil.copy(FIXTURE / "run-0.json", json_path)
+        shutil.copy(FIXTURE / "run-0.skips.json", skips_path)
+        return 0
+
+    monkeypatch.setattr(bench, "run_benchmarks", fake_run)
+    out, raw = tmp_path / "docs" / "benchmarks.md", tmp_path / "raw"
+    assert bench.main(["--no-memory", "--e2e", "none", "--save", str(raw), "--out", str(out)]) == 0
+    assert out.read_text().startswith("# Benchmarks")
+    assert json.loads((raw / "run-0.json").read_text())["benchmarks"]  # still pytest-benchmark's JSON
+
+
 def test_default_output_is_a_fresh_folder_under_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

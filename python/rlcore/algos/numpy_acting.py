@@ -35,6 +35,7 @@ from rlcore.errors import InvalidValueError, ShapeError
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
+
 class NumpyActor:
     """``act_value`` / ``act`` / ``value`` of a fused actor-critic, computed in numpy.
 
