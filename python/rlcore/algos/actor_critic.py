@@ -32,9 +32,8 @@ import torch
 from torch import nn
 
 from rlcore.algos.common import anneal_learning_rate, resolve_device
-from rlcore.algos.numpy_acting import NumpyActor
+from rlcore.algos.numpy_acting import NumpyActor, obs_batch
 from rlcore.batch import Rollout
-from rlcore.errors import ShapeError
 from rlcore.nets import EnsembleLinear, ObsEncoder, RunningMeanStd
 
 __all__ = [
@@ -479,13 +478,7 @@ class ActorCriticAlgorithm:
 
     def _features(self, obs: Any) -> torch.Tensor:
         if not isinstance(obs, Mapping):
-            x = np.asarray(obs)
-            dim = self.policy.encoder.dim
-            if x.ndim < 1 or (x.shape[0] and x[0].size != dim):
-                raise ShapeError(
-                    f"observations must be a batch [N, *obs_shape] of {dim} values each, got shape {x.shape}"
-                )
-            obs = x
+            obs = obs_batch(obs, self.policy.encoder.dim)
         return self.policy.features(torch.as_tensor(obs, device=self.device))
 
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:

@@ -36,6 +36,19 @@ from rlcore.errors import InvalidValueError, ShapeError
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
+def obs_batch(obs: Any, dim: int) -> np.ndarray:
+    """``obs`` as an array ``[N, *obs_shape]`` of ``dim`` values per row (what both acting paths
+    take).
+
+    Raises:
+        ShapeError: not a batch, or rows of another size.
+    """
+    x = np.asarray(obs)
+    if x.ndim < 1 or (x.shape[0] and x[0].size != dim):
+        raise ShapeError(f"observations must be a batch [N, *obs_shape] of {dim} values each, got shape {x.shape}")
+    return x
+
+
 class NumpyActor:
     """``act_value`` / ``act`` / ``value`` of a fused actor-critic, computed in numpy.
 
@@ -96,12 +109,8 @@ class NumpyActor:
         """
         v = self._views
         p = self.policy
-        x = np.asarray(obs)
         dim = p.encoder.dim
-        if x.ndim < 1 or (x.shape[0] and x[0].size != dim):
-            raise ShapeError(
-                f"observations must be a batch [N, *obs_shape] of {dim} values each, got shape {x.shape}"
-            )
+        x = obs_batch(obs, dim)
         x = x.reshape(x.shape[0], dim).astype(np.float32, copy=False)
         if p.obs_rms is not None:
             mean, var = v[-2], v[-1]
