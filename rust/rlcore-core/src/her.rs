@@ -179,6 +179,8 @@ pub(crate) fn plan_goals(cfg: &HerConfig, st: &Storage, rng: &mut Rng, plans: &m
             GoalStrategy::Episode => pl.start + rng.below(pl.end - pl.start),
         };
         pl.goal_row = st.phys(pl.env, tp + 1);
+        // relabeling reads the goal row after the gather: fetch it meanwhile
+        st.prefetch_rows(pl.goal_row, 1, 256);
     };
     if cfg.exact_ratio {
         let b = plans.len();
@@ -250,13 +252,6 @@ pub(crate) fn relabel(
     let (ag, dg) = goals;
     let ag_col = &st.schema.obs[ag];
     let gb = ag_col.item_bytes;
-    for (i, pl) in plans.iter().enumerate() {
-        if pl.goal_row != usize::MAX {
-            let g = st.cell(ag_col, pl.goal_row);
-            out.obs[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
-            out.obs_next[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
-        }
-    }
     let window_rows = |pl: &Plan| {
         let first = st.next_row(pl.p);
         (0..pl.m).scan(first, move |r, _| {
@@ -267,24 +262,24 @@ pub(crate) fn relabel(
     };
     match cfg.distance_threshold {
         Some(eps) => {
-            let dt = ag_col.spec.dtype;
-            for (i, pl) in plans.iter().enumerate() {
-                if pl.goal_row == usize::MAX {
-                    continue;
-                }
-                let g = st.cell(ag_col, pl.goal_row);
-                // -(d > eps) as gymnasium-robotics computes it: -1.0, or -0.0 on success
-                let rews = window_rows(pl).map(|r| {
-                    let d = goal_distance(dt, st.cell(ag_col, r), g);
-                    -f64::from(u8::from(d > eps))
-                });
-                out.rew[i] = discounted_sum(rews, gamma).0 as f32;
+            // the distance read as the goals' own dtype (no per-element dispatch)
+            match ag_col.spec.dtype {
+                DType::F32 => relabel_native::<f32>(st, ag_col, dg, plans, eps, gamma, out),
+                DType::F64 => relabel_native::<f64>(st, ag_col, dg, plans, eps, gamma, out),
+                dt => unreachable!("goal_columns refuses {dt:?} goals with the native reward"),
             }
         }
         None => {
             let Some(f) = reward_fn else {
                 return Err(CoreError::usage("HER needs a reward function"));
             };
+            for (i, pl) in plans.iter().enumerate() {
+                if pl.goal_row != usize::MAX {
+                    let g = st.cell(ag_col, pl.goal_row);
+                    out.obs[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
+                    out.obs_next[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
+                }
+            }
             let m_total: usize = plans
                 .iter()
                 .filter(|pl| pl.goal_row != usize::MAX)
@@ -334,6 +329,79 @@ pub(crate) fn relabel(
         }
     }
     Ok(())
+}
+
+/// A goal element type of the native reward.
+trait GoalElem: Copy {
+    const SIZE: usize;
+    fn read(b: &[u8], j: usize) -> f64;
+}
+
+impl GoalElem for f32 {
+    const SIZE: usize = 4;
+    #[inline(always)]
+    fn read(b: &[u8], j: usize) -> f64 {
+        let b = &b[j * 4..j * 4 + 4];
+        f32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as f64
+    }
+}
+
+impl GoalElem for f64 {
+    const SIZE: usize = 8;
+    #[inline(always)]
+    fn read(b: &[u8], j: usize) -> f64 {
+        let b = &b[j * 8..j * 8 + 8];
+        f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
+}
+
+/// [`goal_distance`] for goals of element type `T`: the same f64 arithmetic, in the same order.
+#[inline(always)]
+fn distance_of<T: GoalElem>(a: &[u8], b: &[u8]) -> f64 {
+    let mut acc = 0.0f64;
+    for j in 0..a.len() / T::SIZE {
+        let d = T::read(a, j) - T::read(b, j);
+        acc += d * d;
+    }
+    acc.sqrt()
+}
+
+/// The native relabeling of [`relabel`]: each relabeled sample gets the achieved goal of its
+/// goal row as desired goal (in `obs` and `obs_next`, column `dg`) and the (n-step) return of
+/// `-(||ag - g||_2 > eps)` over its window, as gymnasium-robotics computes the reward (-1.0, or
+/// -0.0 on success); a window of one step takes the reward itself, as `discounted_sum` does.
+fn relabel_native<T: GoalElem>(
+    st: &Storage,
+    ag_col: &crate::schema::Column,
+    dg: usize,
+    plans: &[Plan],
+    eps: f64,
+    gamma: f64,
+    out: &mut BatchOut<'_>,
+) {
+    let gb = ag_col.item_bytes;
+    let reward =
+        |r: usize, g: &[u8]| -f64::from(u8::from(distance_of::<T>(st.cell(ag_col, r), g) > eps));
+    for (i, pl) in plans.iter().enumerate() {
+        if pl.goal_row == usize::MAX {
+            continue;
+        }
+        let g = st.cell(ag_col, pl.goal_row);
+        out.obs[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
+        out.obs_next[dg][i * gb..(i + 1) * gb].copy_from_slice(g);
+        // the achieved goal after step t is stored with the next observation, row t + 1
+        let mut r = st.next_row(pl.p);
+        out.rew[i] = if pl.m == 1 {
+            reward(r, g) as f32
+        } else {
+            let rews = (0..pl.m).map(|_| {
+                let x = reward(r, g);
+                r = st.next_row(r);
+                x
+            });
+            discounted_sum(rews, gamma).0 as f32
+        };
+    }
 }
 
 /// Euclidean distance of two goals of dtype `dt`.

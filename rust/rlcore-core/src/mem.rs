@@ -84,7 +84,36 @@ pub fn copy_row(dst: &mut [u8], src: &[u8]) {
 /// largest row and the output size are checked. Sizes that fail that check take the checked
 /// slice path (which panics on a row outside `src`: a caller bug).
 pub fn gather_column(src: &[u8], rec: usize, off: usize, n: usize, rows: &[usize], dst: &mut [u8]) {
-    let top = rows.iter().copied().max().unwrap_or(0);
+    gather_rows(src, rec, off, n, GatherRows::new(rows), dst)
+}
+
+/// Row indices to gather several columns from, with their largest index found once for all of
+/// them (the bounds check of [`gather_column`]).
+#[derive(Debug, Clone, Copy)]
+pub struct GatherRows<'a> {
+    rows: &'a [usize],
+    top: usize,
+}
+
+impl<'a> GatherRows<'a> {
+    pub fn new(rows: &'a [usize]) -> Self {
+        GatherRows {
+            rows,
+            top: rows.iter().copied().max().unwrap_or(0),
+        }
+    }
+}
+
+/// [`gather_column`] of rows whose largest index is already known.
+pub fn gather_rows(
+    src: &[u8],
+    rec: usize,
+    off: usize,
+    n: usize,
+    rows: GatherRows<'_>,
+    dst: &mut [u8],
+) {
+    let (rows, top) = (rows.rows, rows.top);
     let fits = dst.len() == rows.len() * n
         && top
             .checked_mul(rec)
@@ -316,7 +345,8 @@ impl FastDiv {
     }
     #[inline]
     pub fn div(&self, n: u64) -> u64 {
-        if n >> 32 != 0 || self.d >> 32 != 0 {
+        // one test for both operands below 2^32 (the multiply is exact there)
+        if (n | self.d) >> 32 != 0 {
             return n / self.d;
         }
         ((n as u128 * self.m as u128) >> 64) as u64

@@ -372,15 +372,23 @@ impl ReplayCore {
             return Ok(());
         }
         self.scratch.plans(b);
-        match (&self.per, &self.her) {
-            (Some(per), _) => sampling::draw_prioritized(per, rng, &mut self.scratch, b),
-            (None, Some(cfg)) if cfg.finished_only => {
-                st.draw_finished(rng, self.scratch.plans(b))?
+        // rows from each drawn row on that the draw already brought into cache
+        let fetched = match (&self.per, &self.her) {
+            (Some(per), _) => {
+                sampling::draw_prioritized(per, rng, &mut self.scratch, b);
+                0
             }
-            (None, _) => st.draw_uniform(rng, self.scratch.plans(b)),
-        }
+            (None, Some(cfg)) if cfg.finished_only => {
+                st.draw_finished(rng, self.scratch.plans(b))?;
+                0
+            }
+            (None, _) => {
+                st.draw_uniform(rng, self.scratch.plans(b));
+                st.draw_fetched_rows()
+            }
+        };
         let plans = self.scratch.plans(b);
-        st.plan_windows(plans, n_step, self.her.is_some())?;
+        st.plan_windows(plans, n_step, fetched, self.her.is_some())?;
         if let Some(cfg) = &self.her {
             her::plan_goals(cfg, st, rng, plans);
         }
@@ -443,7 +451,7 @@ impl ReplayCore {
         let st = &self.st;
         let plans = self.scratch.plans(b);
         st.plans_at(idx, plans)?;
-        st.plan_windows(plans, n_step, self.her.is_some())?;
+        st.plan_windows(plans, n_step, 0, self.her.is_some())?;
         if let Some(g) = goal_idx {
             her::set_goals(st, plans, g)?;
         }

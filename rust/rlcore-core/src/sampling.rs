@@ -3,7 +3,7 @@
 //! order of the steps in `replay`.
 
 use crate::error::{CoreError, Result};
-use crate::mem::{cast_mut, gather_column, Plain};
+use crate::mem::{cast_mut, gather_rows, GatherRows, Plain};
 use crate::per::PerState;
 use crate::rng::Rng;
 use crate::schema::{BatchField, Field, Schema};
@@ -226,9 +226,19 @@ impl Storage {
         crate::mem::prefetch(&self.ep_end[rec]);
     }
 
+    /// How many rows from each drawn row on [`Storage::draw_uniform`]'s prefetch brings into
+    /// cache whole (its 256 bytes hold rows t and t + 1 of records up to 128 bytes).
+    pub(crate) fn draw_fetched_rows(&self) -> usize {
+        if 2 * self.schema.rec <= 256 {
+            2
+        } else {
+            0
+        }
+    }
+
     /// Hint the CPU to fetch the records of rows p .. p + rows (at most `cap` bytes).
     #[inline]
-    fn prefetch_rows(&self, p: usize, rows: usize, cap: usize) {
+    pub(crate) fn prefetch_rows(&self, p: usize, rows: usize, cap: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             let bytes = self.bytes();
@@ -377,20 +387,25 @@ impl Storage {
     /// transition). Row t + k − 1 being a transition means row t + k holds its next observation
     /// in the same episode: another transition, the terminal row, or the open row of a running
     /// episode. So the window stops exactly at the episode end or the newest stored step,
-    /// reading only adjacent records. HER also needs the episode bounds.
+    /// reading only adjacent records. HER also needs the episode bounds. The draw has already
+    /// brought rows t .. t + `fetched` (exclusive) of each plan into cache.
     pub(crate) fn plan_windows(
         &self,
         plans: &mut [Plan],
         n_step: usize,
+        fetched: usize,
         need_bounds: bool,
     ) -> Result<()> {
         // the window reads rows t .. t + n: keep the next PREFETCH_AHEAD plans' rows in flight
+        let (from, rows) = (
+            fetched.min(n_step + 1),
+            (n_step + 1).saturating_sub(fetched),
+        );
         let ahead = |pl: &Plan| {
-            self.prefetch_rows(
-                pl.p,
-                n_step + 1,
-                64 * (2 + (n_step + 1) * self.schema.rec / 64),
-            )
+            if rows > 0 {
+                let p = pl.p + from;
+                self.prefetch_rows(p, rows, 64 * (2 + rows * self.schema.rec / 64))
+            }
         };
         plans.iter().take(PREFETCH_AHEAD).for_each(ahead);
         for i in 0..plans.len() {
@@ -421,7 +436,7 @@ impl Storage {
             pl.goal_row = usize::MAX;
             if need_bounds {
                 let (e, t) = self.abs_of(p).ok_or_else(internal_row_error)?;
-                let (start, end) = self.bounds_abs(e, t);
+                let (start, end) = self.bounds_at(e, p);
                 pl.t = t;
                 pl.start = start;
                 pl.end = end;
@@ -519,27 +534,21 @@ impl Storage {
     }
 
     /// Copy the columns of the rows in `rows` into `out`: observations of `rows.t` and
-    /// `rows.next`, step columns of `rows.t`, one column at a time (see [`gather_column`];
+    /// `rows.next`, step columns of `rows.t`, one column at a time (see [`crate::mem::gather_column`];
     /// stacks of frames are rebuilt by `Storage::gather_stacks`).
     fn gather_columns(&self, rows: &RowPairs, out: &mut BatchOut<'_>) {
         let (sc, bytes) = (&self.schema, self.bytes());
+        let (t, next) = (GatherRows::new(&rows.t), GatherRows::new(&rows.next));
         for (k, c) in sc.obs.iter().enumerate() {
             if c.stack > 1 {
                 self.gather_stacks(c, &rows.t, &rows.next, out.obs[k], out.obs_next[k]);
                 continue;
             }
-            gather_column(bytes, sc.rec, c.offset, c.item_bytes, &rows.t, out.obs[k]);
-            gather_column(
-                bytes,
-                sc.rec,
-                c.offset,
-                c.item_bytes,
-                &rows.next,
-                out.obs_next[k],
-            );
+            gather_rows(bytes, sc.rec, c.offset, c.item_bytes, t, out.obs[k]);
+            gather_rows(bytes, sc.rec, c.offset, c.item_bytes, next, out.obs_next[k]);
         }
         for (k, c) in sc.step.iter().enumerate() {
-            gather_column(bytes, sc.rec, c.offset, c.item_bytes, &rows.t, out.step[k]);
+            gather_rows(bytes, sc.rec, c.offset, c.item_bytes, t, out.step[k]);
         }
     }
 
@@ -553,17 +562,8 @@ impl Storage {
         out: &mut BatchOut<'_>,
     ) {
         pairs.clear();
-        for pl in plans.iter().take(PREFETCH_AHEAD) {
-            self.prefetch(pl.p);
-        }
         for (i, pl) in plans.iter().enumerate() {
-            if let Some(ahead) = plans.get(i + PREFETCH_AHEAD) {
-                self.prefetch(ahead.p);
-                // HER: the goal row, which relabeling reads after the gather
-                if ahead.goal_row != usize::MAX {
-                    self.prefetch_rows(ahead.goal_row, 1, 256);
-                }
-            }
+            // (plan_windows has read every plan's rows: they are in cache)
             pairs.push(pl.p, pl.q);
             let (rew, g_m) = if pl.m == 1 {
                 (self.rew(pl.p) as f64, gamma)

@@ -301,6 +301,9 @@ impl Storage {
     /// The env owning physical row p.
     #[inline]
     pub(crate) fn env_of(&self, p: usize) -> usize {
+        if self.num_envs == 1 {
+            return 0;
+        }
         self.seg_div.div(p as u64) as usize
     }
 
@@ -338,8 +341,13 @@ impl Storage {
         }
         let seg = self.seg as u64;
         let newest = h - 1;
-        // (newest - local) mod seg, without a division instruction
-        let diff = self.seg_div.rem(self.seg_div.rem(newest) + seg - local);
+        // (newest - local) mod seg, without a division instruction (local < seg)
+        let r = self.seg_div.rem(newest);
+        let diff = if r >= local {
+            r - local
+        } else {
+            r + seg - local
+        };
         let alive = h.min(seg);
         if diff >= alive {
             return None;
@@ -383,7 +391,12 @@ impl Storage {
     /// (see [`Storage::sampleable_start`]; the start is at most the end).
     #[inline]
     pub(crate) fn bounds_abs(&self, e: usize, abs: u64) -> (u64, u64) {
-        let p = self.phys(e, abs);
+        self.bounds_at(e, self.phys(e, abs))
+    }
+
+    /// [`Storage::bounds_abs`] of physical row `p` of env `e`.
+    #[inline]
+    pub(crate) fn bounds_at(&self, e: usize, p: usize) -> (u64, u64) {
         let ep = self.ep_id(p);
         let rec = self.ep_rec(e, ep);
         let end = match self.ep_end[rec] {
