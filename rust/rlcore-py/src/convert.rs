@@ -230,6 +230,23 @@ impl In<'_> {
 /// for a Python int beyond int64.
 pub fn array<'py>(obj: &Bound<'py, PyAny>, what: What<'_>) -> Result<In<'py>> {
     let py = obj.py();
+    // Python scalars first: an exact type test each, where the array test walks their MRO
+    let mut scalar = [0u8; 8];
+    if let Ok(b) = obj.cast_exact::<PyBool>() {
+        scalar[0] = b.is_true() as u8;
+        return Ok(In::scalar(DType::Bool, scalar));
+    }
+    if let Ok(f) = obj.cast_exact::<PyFloat>() {
+        scalar.copy_from_slice(&f.value().to_ne_bytes());
+        return Ok(In::scalar(DType::F64, scalar));
+    }
+    if obj.cast_exact::<PyInt>().is_ok() {
+        let v = i64::try_from(int(obj, what)?).map_err(|_| {
+            CoreError::value(format!("{what}: integer {obj} does not fit in int64"))
+        })?;
+        scalar.copy_from_slice(&v.to_ne_bytes());
+        return Ok(In::scalar(DType::I64, scalar));
+    }
     if let Ok(a) = obj.cast::<PyUntypedArray>() {
         let d = a.dtype();
         let Some(dt) = DType::from_kind(d.kind(), d.itemsize()) else {
@@ -251,22 +268,6 @@ pub fn array<'py>(obj: &Bound<'py, PyAny>, what: What<'_>) -> Result<In<'py>> {
             scalar: [0; 8],
             dtype: dt,
         });
-    }
-    let mut scalar = [0u8; 8];
-    if let Ok(b) = obj.cast_exact::<PyBool>() {
-        scalar[0] = b.is_true() as u8;
-        return Ok(In::scalar(DType::Bool, scalar));
-    }
-    if let Ok(f) = obj.cast_exact::<PyFloat>() {
-        scalar.copy_from_slice(&f.value().to_ne_bytes());
-        return Ok(In::scalar(DType::F64, scalar));
-    }
-    if obj.cast_exact::<PyInt>().is_ok() {
-        let v = i64::try_from(int(obj, what)?).map_err(|_| {
-            CoreError::value(format!("{what}: integer {obj} does not fit in int64"))
-        })?;
-        scalar.copy_from_slice(&v.to_ne_bytes());
-        return Ok(In::scalar(DType::I64, scalar));
     }
     // numpy scalars (np.float32(r), np.bool_(done), np.int64(a)): read the value directly
     if obj.is_instance(numpy_generic(py)?)? {
