@@ -285,23 +285,17 @@ impl Storage {
     /// transitions, so this takes < 2 draws per sample on average). All first candidates are
     /// prefetched before any is read, so the cache misses of a batch overlap.
     pub(crate) fn draw_uniform(&self, rng: &mut Rng, plans: &mut [Plan]) {
-        let b = plans.len();
         let (all_full, total) = self.alive_rows();
+        // every first candidate in flight before any is read: the check below does so little
+        // per row that a window of PREFETCH_AHEAD rows would not hide a miss
         for pl in plans.iter_mut() {
             pl.p = self.candidate(rng, all_full, total);
-        }
-        for pl in plans.iter().take(PREFETCH_AHEAD) {
             self.prefetch(pl.p);
         }
-        for i in 0..b {
-            if i + PREFETCH_AHEAD < b {
-                self.prefetch(plans[i + PREFETCH_AHEAD].p);
+        for pl in plans.iter_mut() {
+            while self.flag(pl.p) & F_TRANSITION == 0 {
+                pl.p = self.candidate(rng, all_full, total);
             }
-            let mut p = plans[i].p;
-            while self.flag(p) & F_TRANSITION == 0 {
-                p = self.candidate(rng, all_full, total);
-            }
-            plans[i].p = p;
         }
     }
 
