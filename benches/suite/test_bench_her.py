@@ -1,4 +1,4 @@
-"""HER sample(256) on FetchReach-sized data (dict obs: observation 10, achieved/desired goal 3,
+"""HER sample(256), and a goal env's add of one transition, on FetchReach-sized data (dict obs: observation 10, achieved/desired goal 3,
 float64; act 4; 50-step truncated episodes; strategy future, k=4), with rlcore's native
 threshold reward and with a vectorised Python reward, at capacity 100k and 1M holding the same
 100k stored transitions (2,000 episodes).
@@ -26,6 +26,7 @@ from conftest import (
     HER_K,
     HER_OBS,
     build_or_skip,
+    cycler,
     fetch_reward,
     her_stream,
     require,
@@ -221,6 +222,69 @@ def test_her_sample(benchmark: Any, cap: int, reward: str, lib: str) -> None:
     op, note = build_or_skip(lib, lambda: _her_op(lib, cap, reward))
     op()
     tag(benchmark, f"HER sample({BATCH}), {reward} reward", lib, note, capacity=cap)
+    benchmark(op)
+
+
+ADD_ROWS = 10 * HER_EP  # the add cycles through the first 10 stored episodes
+
+
+def _her_add_op(lib: str) -> tuple[Any, str]:
+    """A zero-argument callable adding the next transition of a goal env (dict obs) to a buffer
+    holding the 100k stored transitions, and a note."""
+    d = _data()
+    rows = range(ADD_ROWS)
+    if lib == "rlcore":
+        buf = build_rlcore_her(100_000, "native")
+        nxt = cycler(
+            [
+                (
+                    {k: d["obs"][k][t] for k in KEYS},
+                    d["act"][t],
+                    float(d["rew"][t]),
+                    False,
+                    bool(d["truncated"][t]),
+                    {k: d["obs_next"][k][t] for k in KEYS},
+                )
+                for t in rows
+            ]
+        )
+        add = buf.add
+        return (lambda: add(*nxt())), "dict of numpy arrays, Python scalars"
+    if lib == "sb3":
+        buf, _ = build_sb3_her.__wrapped__(100_000)  # its own buffer: the sample cases keep theirs
+        items = []
+        for t in rows:
+            trunc = bool(d["truncated"][t])
+            items.append(
+                (
+                    {k: d["obs"][k][t : t + 1] for k in KEYS},
+                    {k: d["obs_next"][k][t : t + 1] for k in KEYS},
+                    d["act"][t : t + 1],
+                    d["rew"][t : t + 1],
+                    np.array([trunc]),
+                    [{"TimeLimit.truncated": trunc}],
+                )
+            )
+        nxt = cycler(items)
+        add = buf.add
+        return (lambda: add(*nxt())), "dicts of [1, ...] arrays, done and infos"
+    if lib == "rlox":
+        buf = build_rlox_her.__wrapped__(100_000)
+        obs = np.concatenate([d["obs"][k] for k in KEYS], axis=1).astype(np.float32)
+        nxo = np.concatenate([d["obs_next"][k] for k in KEYS], axis=1).astype(np.float32)
+        rew, trunc = d["rew"].tolist(), d["truncated"].tolist()
+        nxt = cycler([(obs[t], nxo[t], d["act"][t], rew[t], False, trunc[t]) for t in rows])
+        push = buf.push
+        return (lambda: push(*nxt())), "flat float32 obs of 16 (no dict)"
+    raise AssertionError(lib)
+
+
+@pytest.mark.parametrize("lib", ["rlcore", "rlox", "sb3"])
+def test_her_add(benchmark: Any, lib: str) -> None:
+    tag(benchmark, "HER add one transition (dict obs)", lib)
+    op, note = build_or_skip(lib, lambda: _her_add_op(lib))
+    op()
+    tag(benchmark, "HER add one transition (dict obs)", lib, note)
     benchmark(op)
 
 
