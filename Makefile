@@ -58,7 +58,7 @@ check: ## check the prerequisites (Python >= 3.11 with venv, Rust >= 1.80, a C l
 
 # One stamp file per set of extras, newer than every file the install builds from, so a second
 # `make run` starts at once; with PY= there is no stamp and every install runs pip again.
-BUILD_INPUTS := pyproject.toml Cargo.toml Cargo.lock $(shell find rust -name '*.rs' -o -name 'Cargo.toml' 2>/dev/null)
+BUILD_INPUTS := pyproject.toml Cargo.toml Cargo.lock .cargo/config.toml $(shell find rust -name '*.rs' -o -name 'Cargo.toml' 2>/dev/null)
 ifdef OWN_VENV
 STAMP := $(VENV)/.rlcore-installed
 STAMP_DEPS := $(BUILD_INPUTS) | $(VENV)/bin/python check
