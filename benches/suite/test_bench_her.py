@@ -122,16 +122,21 @@ def build_sb3_her(cap: int) -> tuple[Any, str]:
     d = _data()
     add = buf.add
     for t in range(_rows(d)):
-        trunc = bool(d["truncated"][t])
-        add(
-            {k: d["obs"][k][t : t + 1] for k in KEYS},
-            {k: d["obs_next"][k][t : t + 1] for k in KEYS},
-            d["act"][t : t + 1],
-            d["rew"][t : t + 1],
-            np.array([trunc]),
-            [{"TimeLimit.truncated": trunc}],
-        )
+        add(*_sb3_add_args(d, t))
     return buf, how
+
+
+def _sb3_add_args(d: dict[str, Any], t: int) -> tuple[Any, ...]:
+    """SB3 ``HerReplayBuffer.add``'s arguments for stored step t (one env)."""
+    trunc = bool(d["truncated"][t])
+    return (
+        {k: d["obs"][k][t : t + 1] for k in KEYS},
+        {k: d["obs_next"][k][t : t + 1] for k in KEYS},
+        d["act"][t : t + 1],
+        d["rew"][t : t + 1],
+        np.array([trunc]),
+        [{"TimeLimit.truncated": trunc}],
+    )
 
 
 @lru_cache(maxsize=1)
@@ -252,20 +257,7 @@ def _her_add_op(lib: str) -> tuple[Any, str]:
         return (lambda: add(*nxt())), "dict of numpy arrays, Python scalars"
     if lib == "sb3":
         buf, _ = build_sb3_her.__wrapped__(100_000)  # its own buffer: the sample cases keep theirs
-        items = []
-        for t in rows:
-            trunc = bool(d["truncated"][t])
-            items.append(
-                (
-                    {k: d["obs"][k][t : t + 1] for k in KEYS},
-                    {k: d["obs_next"][k][t : t + 1] for k in KEYS},
-                    d["act"][t : t + 1],
-                    d["rew"][t : t + 1],
-                    np.array([trunc]),
-                    [{"TimeLimit.truncated": trunc}],
-                )
-            )
-        nxt = cycler(items)
+        nxt = cycler([_sb3_add_args(d, t) for t in rows])
         add = buf.add
         return (lambda: add(*nxt())), "dicts of [1, ...] arrays, done and infos"
     if lib == "rlox":
