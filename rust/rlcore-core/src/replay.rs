@@ -237,6 +237,11 @@ impl ReplayCore {
     ///
     /// Errors: as [`validate::steps`], and as [`validate::env_ids`] for the ids.
     pub fn add(&mut self, s: &Steps<'_>) -> Result<AddOutcome> {
+        if s.env_ids.is_none() && self.st.takes_usual() {
+            if let Some(u) = validate::usual(&self.st.schema, s, Some(self.st.num_envs)) {
+                return Ok(self.st.write_usual(&u, self.per.as_mut()));
+            }
+        }
         let Some(ids) = &s.env_ids else {
             let lead = usize::from(s.rew.ndim() == 1);
             let c = self.define_and_validate(s, lead, Some(self.st.num_envs))?;

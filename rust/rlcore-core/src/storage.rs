@@ -17,7 +17,7 @@ use crate::per::PerState;
 use crate::schema::{
     Column, ColumnView, Schema, OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC,
 };
-use crate::validate::Checked;
+use crate::validate::{Checked, Usual};
 
 /// Row flag: the row holds a transition (o_t, a_t, r_t, flags) whose next observation is in the
 /// following row.
@@ -796,13 +796,7 @@ impl Storage {
                 None => self.obs_equal(e, pc, &s.obs, i),
             };
             if !same {
-                let last = self.phys(e, cur - 1);
-                self.or_flag(last, F_CUT);
-                self.or_flag(pc, F_TERMINAL);
-                let ep = self.envs[e].next_ep - 1;
-                let rec = self.ep_rec(e, ep);
-                self.ep_end[rec] = cur;
-                self.envs[e].open = false;
+                self.cut_open(e);
             }
         }
         if !self.envs[e].open {
@@ -832,20 +826,7 @@ impl Storage {
                 Some(d) => d.obs.push(Deferred::one(p, 0, i * (newest + 1) + newest)),
                 None => self.write_obs(p, &s.obs, i, newest),
             }
-            let st = &mut self.envs[e];
-            let ep = st.next_ep;
-            st.next_ep += 1;
-            st.open = true;
-            st.ep_return = 0.0;
-            st.ep_len = 0;
-            self.set_flag(p, F_EP_START);
-            self.set_ep_id(p, ep);
-            let rec = self.ep_rec(e, ep);
-            self.ep_start[rec] = abs;
-            self.ep_end[rec] = OPEN;
-            if self.k1 > 0 {
-                self.ep_pre[rec] = pre as u8;
-            }
+            self.start_episode(e, abs, p, pre);
         }
         // transition fields at the open row
         let cur = self.envs[e].head - 1;
@@ -854,28 +835,158 @@ impl Storage {
         let r = read_f64(s.rew.dtype, s.rew.data, i);
         let term = read_flag(s.terminated.dtype, s.terminated.data, i);
         let trunc = read_flag(s.truncated.dtype, s.truncated.data, i);
-        if let Some(d) = bulk.as_deref_mut() {
-            d.step.push(Deferred::one(p, 0, i));
-        }
-        {
-            let data = crate::mem::bytes_of_mut(&mut self.data);
-            let copies = if bulk.is_some() {
-                0
-            } else {
-                self.schema.step.len()
-            };
-            for (col, a) in self.schema.step.iter().zip(s.step.iter()).take(copies) {
-                let rb = a.row_bytes(a.ndim() - col.spec.shape.len());
-                let src = &a.data[i * rb..(i + 1) * rb];
-                let o = p * rec + col.offset;
-                cast_into(
-                    src,
-                    a.dtype,
-                    &mut data[o..o + col.item_bytes],
-                    col.spec.dtype,
-                );
+        match bulk.as_deref_mut() {
+            Some(d) => d.step.push(Deferred::one(p, 0, i)),
+            None => {
+                let data = crate::mem::bytes_of_mut(&mut self.data);
+                for (col, a) in self.schema.step.iter().zip(s.step.iter()) {
+                    let rb = a.row_bytes(a.ndim() - col.spec.shape.len());
+                    let src = &a.data[i * rb..(i + 1) * rb];
+                    let o = p * rec + col.offset;
+                    cast_into(
+                        src,
+                        a.dtype,
+                        &mut data[o..o + col.item_bytes],
+                        col.spec.dtype,
+                    );
+                }
             }
-            let o = p * rec;
+        }
+        // next observation in the next row
+        let (np, done) = self.end_step(e, cur, p, r, term, trunc, per);
+        let newest = self.k1 as usize;
+        match bulk {
+            Some(d) => {
+                d.obs.push(Deferred::one(np, 1, i * (newest + 1) + newest));
+                d.pending[e] = i;
+            }
+            None => self.write_obs(np, &s.obs_next, i, newest),
+        }
+        (p, done)
+    }
+
+    /// Write row i of a [`Usual`] call (one array observation column and `act`, both in the
+    /// inputs' exact dtypes, not bool; no frame stack) as the next step of env e: the same
+    /// bytes, counts and outcome as [`Storage::write_step`], with each observation compared
+    /// and copied as one span.
+    fn write_usual_step(
+        &mut self,
+        e: usize,
+        u: &Usual<'_>,
+        i: usize,
+        mut per: Option<&mut PerState>,
+    ) -> (usize, Option<EpisodeDone>) {
+        debug_assert!(self.k1 == 0 && self.schema.obs.len() == 1 && self.schema.step.len() == 1);
+        let (rec, off, ob) = (self.schema.rec, self.schema.obs[0].offset, u.obs_bytes);
+        let obs = &u.obs.data[i * ob..(i + 1) * ob];
+        if self.envs[e].open {
+            let pc = self.phys(e, self.envs[e].head - 1);
+            if !same_bytes(obs, &self.bytes()[pc * rec + off..pc * rec + off + ob]) {
+                self.cut_open(e);
+            }
+        }
+        if !self.envs[e].open {
+            let (abs, p) = self.claim_row(e, per.as_deref_mut());
+            crate::mem::copy_row(&mut self.bytes_mut()[p * rec + off..][..ob], obs);
+            self.start_episode(e, abs, p, 0);
+        }
+        let cur = self.envs[e].head - 1;
+        let p = self.phys(e, cur);
+        let (aoff, ab) = (self.schema.step[0].offset, u.act_bytes);
+        crate::mem::copy_row(
+            &mut self.bytes_mut()[p * rec + aoff..][..ab],
+            &u.act.data[i * ab..(i + 1) * ab],
+        );
+        let r = read_f64(u.rew.dtype, u.rew.data, i);
+        let (term, trunc) = (u.terminated.data[i] != 0, u.truncated.data[i] != 0);
+        let (np, done) = self.end_step(e, cur, p, r, term, trunc, per);
+        crate::mem::copy_row(
+            &mut self.bytes_mut()[np * rec + off..][..ob],
+            &u.obs_next.data[i * ob..(i + 1) * ob],
+        );
+        (p, done)
+    }
+
+    /// [`Storage::write_rows`] for a [`Usual`] call of one step of every env (row i is env i).
+    pub(crate) fn write_usual(
+        &mut self,
+        u: &Usual<'_>,
+        mut per: Option<&mut PerState>,
+    ) -> AddOutcome {
+        let mut out = AddOutcome {
+            rows: Vec::with_capacity(u.n),
+            done: Vec::new(),
+        };
+        for i in 0..u.n {
+            let (row, done) = self.write_usual_step(i, u, i, per.as_deref_mut());
+            out.rows.push(row as i64);
+            out.done.extend(done);
+        }
+        out
+    }
+
+    /// Whether a [`Usual`] call can take [`Storage::write_usual`]: no frame stack and no bool
+    /// column (bools are stored as 0/1 whatever the input byte, a cast).
+    pub(crate) fn takes_usual(&self) -> bool {
+        self.k1 == 0
+            && self.schema.obs.len() == 1
+            && self.schema.step.len() == 1
+            && self.schema.obs[0].spec.dtype != DType::Bool
+            && self.schema.step[0].spec.dtype != DType::Bool
+    }
+
+    /// Cut env e's open episode where the next step's observation is not the one stored at its
+    /// open row (the continuity check): its last transition is marked cut and the open row
+    /// ends it.
+    fn cut_open(&mut self, e: usize) {
+        let cur = self.envs[e].head - 1;
+        let (pc, last) = (self.phys(e, cur), self.phys(e, cur - 1));
+        self.or_flag(last, F_CUT);
+        self.or_flag(pc, F_TERMINAL);
+        let ep = self.envs[e].next_ep - 1;
+        let rec = self.ep_rec(e, ep);
+        self.ep_end[rec] = cur;
+        self.envs[e].open = false;
+    }
+
+    /// Env e's next episode starts at row p (absolute `abs`), which holds its first observation,
+    /// after `pre` prefix rows.
+    fn start_episode(&mut self, e: usize, abs: u64, p: usize, pre: usize) {
+        let st = &mut self.envs[e];
+        let ep = st.next_ep;
+        st.next_ep += 1;
+        st.open = true;
+        st.ep_return = 0.0;
+        st.ep_len = 0;
+        self.set_flag(p, F_EP_START);
+        self.set_ep_id(p, ep);
+        let rec = self.ep_rec(e, ep);
+        self.ep_start[rec] = abs;
+        self.ep_end[rec] = OPEN;
+        if self.k1 > 0 {
+            self.ep_pre[rec] = pre as u8;
+        }
+    }
+
+    /// The transition at env e's open row p (absolute `cur`; its step columns already
+    /// written): its fixed fields, counts and priority, then the next row claimed for its next
+    /// observation (the caller copies that) and, when `term || trunc`, the episode's end.
+    /// Returns the next row and the episode that ended.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn end_step(
+        &mut self,
+        e: usize,
+        cur: u64,
+        p: usize,
+        r: f64,
+        term: bool,
+        trunc: bool,
+        mut per: Option<&mut PerState>,
+    ) -> (usize, Option<EpisodeDone>) {
+        {
+            let o = p * self.schema.rec;
+            let data = self.bytes_mut();
             data[o + OFF_FLAGS] |= F_TRANSITION;
             data[o + OFF_TERM] = term as u8;
             data[o + OFF_TRUNC] = trunc as u8;
@@ -887,35 +998,25 @@ impl Storage {
             // the add hands out row p for this transition (its `AddOutcome::rows`)
             per.on_write(p, cur);
         }
-        // next observation in the next row
         let (nabs, np) = self.claim_row(e, per);
-        let newest = self.k1 as usize;
-        match bulk {
-            Some(d) => {
-                d.obs.push(Deferred::one(np, 1, i * (newest + 1) + newest));
-                d.pending[e] = i;
-            }
-            None => self.write_obs(np, &s.obs_next, i, newest),
-        }
         let ep = self.envs[e].next_ep - 1;
         self.set_ep_id(np, ep);
         let st = &mut self.envs[e];
         st.ep_return += r as f32 as f64;
         st.ep_len += 1;
-        if term || trunc {
-            let done = EpisodeDone {
-                env: e,
-                ret: st.ep_return,
-                len: st.ep_len,
-            };
-            st.open = false;
-            self.set_flag(np, F_TERMINAL);
-            let rec = self.ep_rec(e, ep);
-            self.ep_end[rec] = nabs;
-            (p, Some(done))
-        } else {
-            (p, None)
+        if !(term || trunc) {
+            return (np, None);
         }
+        let done = EpisodeDone {
+            env: e,
+            ret: st.ep_return,
+            len: st.ep_len,
+        };
+        st.open = false;
+        self.set_flag(np, F_TERMINAL);
+        let rec = self.ep_rec(e, ep);
+        self.ep_end[rec] = nabs;
+        (np, Some(done))
     }
 
     /// Forget all data (columns keep their memory and schema).

@@ -7,7 +7,7 @@
 
 use crate::dtype::{check_cast, check_values, read_f64, Array, DType};
 use crate::error::{CoreError, Result};
-use crate::schema::{display, BatchField, Column, Schema, Steps};
+use crate::schema::{display, BatchField, Column, Obs, Schema, Steps};
 use smallvec::SmallVec;
 
 /// The largest batch `sample` draws (2^31 − 1 rows; larger ones cannot be allocated usefully).
@@ -187,6 +187,9 @@ pub fn steps<'a>(
     s: &'a Steps<'a>,
     expect_rows: Option<usize>,
 ) -> Result<Checked<'a>> {
+    if let Some(u) = usual(schema, s, expect_rows) {
+        return Ok(u.checked());
+    }
     let obs = schema.obs_arrays("obs", &s.obs)?;
     let obs_next = schema.obs_arrays("obs_next", &s.obs_next)?;
     // leading dimension: decided by the rank of rew
@@ -295,6 +298,101 @@ pub fn steps<'a>(
         terminated: &s.terminated,
         truncated: &s.truncated,
         mask: s.mask.as_ref(),
+    })
+}
+
+/// One call of the collector's usual kind, checked by [`usual`]: an array observation (no
+/// dict), no extras and no mask, every observation and `act` array of its column's exact dtype
+/// and shape, float32 or float64 rewards that are all finite as float32, and bool flags.
+#[derive(Debug)]
+pub struct Usual<'a> {
+    /// Number of input rows.
+    pub n: usize,
+    pub obs: &'a Array<'a>,
+    pub obs_next: &'a Array<'a>,
+    pub act: &'a Array<'a>,
+    pub rew: &'a Array<'a>,
+    pub terminated: &'a Array<'a>,
+    pub truncated: &'a Array<'a>,
+    /// Bytes of one input row of `obs` (and `obs_next`), and of `act`.
+    pub obs_bytes: usize,
+    pub act_bytes: usize,
+}
+
+impl<'a> Usual<'a> {
+    /// The call as [`steps`] would return it.
+    fn checked(&self) -> Checked<'a> {
+        Checked {
+            n: self.n,
+            obs: smallvec::smallvec![self.obs],
+            obs_next: smallvec::smallvec![self.obs_next],
+            step: smallvec::smallvec![self.act],
+            rew: self.rew,
+            terminated: self.terminated,
+            truncated: self.truncated,
+            mask: None,
+        }
+    }
+}
+
+/// [`steps`] for the collector's usual call (see [`Usual`]), in a few comparisons. Every call
+/// it accepts passes the full checks with the same result (an exact dtype needs no value
+/// check); `None` for any other call, which [`steps`] then checks in full (and reports).
+#[inline]
+pub fn usual<'a>(
+    schema: &Schema,
+    s: &'a Steps<'a>,
+    expect_rows: Option<usize>,
+) -> Option<Usual<'a>> {
+    let (Obs::Array(obs), Obs::Array(obs_next)) = (&s.obs, &s.obs_next) else {
+        return None;
+    };
+    let ([col], [act_col]) = (&schema.obs[..], &schema.step[..]) else {
+        return None;
+    };
+    if schema.obs_is_dict || !s.extras.is_empty() || s.mask.is_some() {
+        return None;
+    }
+    let (n, lead) = match s.rew.shape {
+        [] => (1, 0),
+        [n] => (*n, 1),
+        _ => return None,
+    };
+    if expect_rows.is_some_and(|want| n != want || (lead == 0 && want != 1)) {
+        return None;
+    }
+    let flags_ok = |a: &Array<'_>| a.dtype == DType::Bool && same_dims(a.shape, s.rew.shape);
+    if !(flags_ok(&s.terminated) && flags_ok(&s.truncated)) {
+        return None;
+    }
+    let finite = match s.rew.dtype {
+        DType::F32 => s
+            .rew
+            .data
+            .chunks_exact(4)
+            .all(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]).is_finite()),
+        DType::F64 => (0..n).all(|i| (read_f64(DType::F64, s.rew.data, i) as f32).is_finite()),
+        _ => false,
+    };
+    let exact = |a: &Array<'_>, c: &Column| {
+        a.dtype == c.spec.dtype
+            && a.ndim() == c.spec.shape.len() + lead
+            && (lead == 0 || a.shape[0] == n)
+            && same_dims(&a.shape[lead..], &c.spec.shape)
+    };
+    if !(finite && exact(obs, col) && exact(obs_next, col) && exact(&s.act, act_col)) {
+        return None;
+    }
+    Some(Usual {
+        n,
+        obs,
+        obs_next,
+        act: &s.act,
+        rew: &s.rew,
+        terminated: &s.terminated,
+        truncated: &s.truncated,
+        obs_bytes: col.io_bytes(),
+        act_bytes: act_col.io_bytes(),
     })
 }
 

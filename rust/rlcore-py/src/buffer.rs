@@ -149,6 +149,20 @@ impl RawBuffer {
         extras: Option<&Bound<'_, PyDict>>,
         extend: bool,
     ) -> Result<AddResult> {
+        let absent = |x: Option<&Bound<'_, PyAny>>| x.is_none_or(|x| x.is_none());
+        if absent(mask) && absent(env_ids) && extras.is_none() {
+            let mut scalars = [[0u8; 8]; 3];
+            let args = [obs, act, rew, terminated, truncated, obs_next];
+            if let Some(steps) = convert::usual_steps(args, &mut scalars) {
+                let mut core = self.lock(py)?;
+                let out = if extend {
+                    core.extend(&steps)?
+                } else {
+                    core.add(&steps)?
+                };
+                return Ok(AddResult { out });
+            }
+        }
         let mut core = self.lock(py)?;
         let (o, on) = (
             convert::obs(obs, "obs")?,

@@ -17,7 +17,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple, PyType};
 use rlcore_core::{
     her, validate, Array, BatchField, ColumnSpec, ColumnView, CoreError, DType, Field, Goals, Obs,
-    OutArray,
+    OutArray, Steps,
 };
 use smallvec::SmallVec;
 
@@ -417,6 +417,128 @@ pub fn extras<'py>(kw: Option<&Bound<'py, PyDict>>) -> Result<Named<'py>> {
             ))
         }),
     }
+}
+
+/// The arguments of `add`/`extend` in the collector's usual forms, read straight from their
+/// objects without a reference count or a copy: exact `numpy.ndarray`s (no subclass) that are
+/// C-contiguous in native byte order with a dtype a column can have, and Python floats and
+/// bools (their values kept in `scalars`). `None` for any other object, which [`array`] then
+/// converts (the result is the same: these are the objects it borrows as they are).
+pub fn usual_steps<'a>(
+    [obs, act, rew, terminated, truncated, obs_next]: [&'a Bound<'_, PyAny>; 6],
+    scalars: &'a mut [[u8; 8]; 3],
+) -> Option<Steps<'a>> {
+    let [s_rew, s_te, s_tr] = scalars;
+    Some(Steps {
+        obs: Obs::Array(usual_array(obs)?),
+        act: usual_array(act)?,
+        rew: usual_value(rew, s_rew)?,
+        terminated: usual_value(terminated, s_te)?,
+        truncated: usual_value(truncated, s_tr)?,
+        obs_next: Obs::Array(usual_array(obs_next)?),
+        extras: &[],
+        mask: None,
+        env_ids: None,
+    })
+}
+
+/// A Python float or bool (exact types) as a 0-d array of `buf`, else [`usual_array`].
+fn usual_value<'a>(obj: &'a Bound<'_, PyAny>, buf: &'a mut [u8; 8]) -> Option<Array<'a>> {
+    let dtype = if let Ok(f) = obj.cast_exact::<PyFloat>() {
+        *buf = f.value().to_ne_bytes();
+        DType::F64
+    } else if let Ok(b) = obj.cast_exact::<PyBool>() {
+        buf[0] = b.is_true() as u8;
+        DType::Bool
+    } else {
+        return usual_array(obj);
+    };
+    Some(Array {
+        dtype,
+        shape: &[],
+        data: &buf[..dtype.size()],
+    })
+}
+
+/// The core's view of an exact `numpy.ndarray` that is C-contiguous, in native byte order and
+/// of a dtype a column can have; `None` for anything else.
+fn usual_array<'a>(obj: &'a Bound<'_, PyAny>) -> Option<Array<'a>> {
+    static ARRAY_TYPE: std::sync::atomic::AtomicPtr<pyo3::ffi::PyTypeObject> =
+        std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+    let mut t = ARRAY_TYPE.load(std::sync::atomic::Ordering::Relaxed);
+    if t.is_null() {
+        // SAFETY: NumPy's C API is loaded on first use, with the interpreter attached.
+        t = unsafe { npyffi::get_type_object(obj.py(), npyffi::NpyTypes::PyArray_Type) };
+        ARRAY_TYPE.store(t, std::sync::atomic::Ordering::Relaxed);
+    }
+    let p = obj.as_ptr();
+    // SAFETY: `p` is a live object (borrowed for 'a); its fields are read as a PyArrayObject
+    // only once its type is exactly numpy.ndarray. The descriptor's prefix up to `type_num`
+    // has the same layout in NumPy 1 and 2.
+    unsafe {
+        if pyo3::ffi::Py_TYPE(p) != t {
+            return None;
+        }
+        let a = &*(p as *const npyffi::PyArrayObject);
+        if a.flags & npyffi::NPY_ARRAY_C_CONTIGUOUS == 0 {
+            return None;
+        }
+        let d = &*a.descr;
+        let foreign = if cfg!(target_endian = "little") {
+            b'>'
+        } else {
+            b'<'
+        };
+        if d.byteorder as u8 == foreign {
+            return None;
+        }
+        let dtype = dtype_of_num(d.type_num)?;
+        let shape: &'a [usize] = match usize::try_from(a.nd) {
+            Ok(0) | Err(_) => &[],
+            Ok(nd) => std::slice::from_raw_parts(a.dimensions as *const usize, nd),
+        };
+        let n = shape.iter().product::<usize>() * dtype.size();
+        let data = if n == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(a.data as *const u8, n)
+        };
+        Some(Array { dtype, shape, data })
+    }
+}
+
+/// The dtype of a NumPy type number (its C type's size decides), for the dtypes a column can
+/// have.
+fn dtype_of_num(num: std::ffi::c_int) -> Option<DType> {
+    use npyffi::NPY_TYPES as T;
+    use std::ffi::{c_int, c_long, c_longlong, c_short};
+    let int = |size: usize, signed: bool| match (size, signed) {
+        (1, true) => DType::I8,
+        (2, true) => DType::I16,
+        (4, true) => DType::I32,
+        (8, true) => DType::I64,
+        (1, false) => DType::U8,
+        (2, false) => DType::U16,
+        (4, false) => DType::U32,
+        _ => DType::U64,
+    };
+    let size = std::mem::size_of::<c_int>;
+    Some(match num {
+        n if n == T::NPY_BOOL as c_int => DType::Bool,
+        n if n == T::NPY_BYTE as c_int => DType::I8,
+        n if n == T::NPY_UBYTE as c_int => DType::U8,
+        n if n == T::NPY_SHORT as c_int => int(std::mem::size_of::<c_short>(), true),
+        n if n == T::NPY_USHORT as c_int => int(std::mem::size_of::<c_short>(), false),
+        n if n == T::NPY_INT as c_int => int(size(), true),
+        n if n == T::NPY_UINT as c_int => int(size(), false),
+        n if n == T::NPY_LONG as c_int => int(std::mem::size_of::<c_long>(), true),
+        n if n == T::NPY_ULONG as c_int => int(std::mem::size_of::<c_long>(), false),
+        n if n == T::NPY_LONGLONG as c_int => int(std::mem::size_of::<c_longlong>(), true),
+        n if n == T::NPY_ULONGLONG as c_int => int(std::mem::size_of::<c_longlong>(), false),
+        n if n == T::NPY_FLOAT as c_int => DType::F32,
+        n if n == T::NPY_DOUBLE as c_int => DType::F64,
+        _ => return None,
+    })
 }
 
 /// Column specs from a sequence of `(name, dtype name, shape)`.
