@@ -18,6 +18,7 @@ use crate::schema::{
     Column, ColumnView, Schema, OFF_EP_ID, OFF_FLAGS, OFF_REW, OFF_TERM, OFF_TRUNC,
 };
 use crate::validate::{Checked, Usual};
+use smallvec::SmallVec;
 
 /// Row flag: the row holds a transition (o_t, a_t, r_t, flags) whose next observation is in the
 /// following row.
@@ -47,8 +48,9 @@ pub struct EpisodeDone {
 /// What an `add` wrote.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddOutcome {
-    /// Per input row: the row its transition was written to, or -1 where masked.
-    pub rows: Vec<i64>,
+    /// Per input row: the row its transition was written to, or -1 where masked (inline up to
+    /// 8 rows: a collector's add allocates nothing for it).
+    pub rows: SmallVec<[i64; 8]>,
     pub done: Vec<EpisodeDone>,
 }
 
@@ -436,7 +438,7 @@ impl Storage {
     ) -> AddOutcome {
         let n = s.n;
         let mut out = AddOutcome {
-            rows: Vec::with_capacity(n),
+            rows: SmallVec::with_capacity(n),
             done: Vec::new(),
         };
         let mut bulk = (n >= BULK_ROWS && self.copies_without_cast(s))
@@ -914,7 +916,7 @@ impl Storage {
         mut per: Option<&mut PerState>,
     ) -> AddOutcome {
         let mut out = AddOutcome {
-            rows: Vec::with_capacity(u.n),
+            rows: SmallVec::with_capacity(u.n),
             done: Vec::new(),
         };
         for i in 0..u.n {

@@ -30,7 +30,7 @@ impl AddResult {
     /// int64 [N]: row of each env's transition, -1 where the env was masked.
     #[getter]
     fn indices<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        vec_array(py, self.out.rows.clone())
+        vec_array(py, self.out.rows.to_vec())
     }
     /// int64 [D]: envs whose episode ended with this step.
     #[getter]
@@ -71,9 +71,12 @@ pub struct RawBuffer {
     owner: AtomicU64,
 }
 
-static NEXT_TID: AtomicU64 = AtomicU64::new(1);
-thread_local! {
-    static TID: u64 = NEXT_TID.fetch_add(1, Ordering::Relaxed);
+/// The calling thread's id for `owner`: its Python thread state, unique among live threads
+/// (the caller is attached to the interpreter; a read of the runtime's current thread state,
+/// where a Rust thread-local costs a `__tls_get_addr` call in a dynamically loaded module).
+fn thread_id(_py: Python<'_>) -> u64 {
+    // SAFETY: attached to the interpreter (`_py`), so there is a current thread state.
+    unsafe { pyo3::ffi::PyThreadState_Get() as usize as u64 }
 }
 
 /// The locked core; clears the owner on drop.
@@ -103,7 +106,7 @@ impl RawBuffer {
     /// Lock the core. A thread that has to wait releases the GIL while it waits, so a holder
     /// that runs with the GIL released (a large sample) can always take the GIL back.
     fn lock<'a>(&'a self, py: Python<'_>) -> Result<Guard<'a>> {
-        let me = TID.with(|t| *t);
+        let me = thread_id(py);
         let g = match self.core.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),

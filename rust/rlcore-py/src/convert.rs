@@ -443,6 +443,7 @@ pub fn usual_steps<'a>(
 }
 
 /// A Python float or bool (exact types) as a 0-d array of `buf`, else [`usual_array`].
+#[inline(always)]
 fn usual_value<'a>(obj: &'a Bound<'_, PyAny>, buf: &'a mut [u8; 8]) -> Option<Array<'a>> {
     let dtype = if let Ok(f) = obj.cast_exact::<PyFloat>() {
         *buf = f.value().to_ne_bytes();
@@ -462,6 +463,7 @@ fn usual_value<'a>(obj: &'a Bound<'_, PyAny>, buf: &'a mut [u8; 8]) -> Option<Ar
 
 /// The core's view of an exact `numpy.ndarray` that is C-contiguous, in native byte order and
 /// of a dtype a column can have; `None` for anything else.
+#[inline(always)]
 fn usual_array<'a>(obj: &'a Bound<'_, PyAny>) -> Option<Array<'a>> {
     static ARRAY_TYPE: std::sync::atomic::AtomicPtr<pyo3::ffi::PyTypeObject> =
         std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
