@@ -755,16 +755,19 @@ def headline_table(
 
 
 def floor_table(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Every group with a floor row (sample(256) at each capacity): rlcore's and each peer's time
-    over the floor's, i.e. how many times a bare gather of the same bytes each one costs."""
+    """Every group with a floor row (sample(256) at each capacity, Atari frames): rlcore's and each
+    peer's time over the floor's, i.e. how many times a bare gather of the same bytes each one
+    costs."""
     gs = [g for g, rs in groups.items() if any(r["lib"] == FLOOR for r in rs)]
     if not gs:
         return []
     libs = [p for p in PEER_ORDER if any(r["lib"] == p for g in gs for r in groups[g])]
     L = [
         "## Distance to the floor: time / floor time\n",
-        "The floor is a bench-only bare Rust gather of the same bytes into the same arrays "
-        "(`benches/suite/test_bench_sample.py`); 1.0 would be a sampler with no per-row work of its own.\n",
+        "The floor is the plainest code doing the same memory work: for sample(256), a bench-only bare Rust "
+        "gather of the same bytes into the same arrays (`benches/suite/test_bench_sample.py`); for Atari "
+        "frames, one `numpy.take` of each sample's 8 frame rows from a plain frame array "
+        "(`benches/suite/test_bench_frames.py`). 1.0 would be a sampler with no per-row work of its own.\n",
         "| group | floor | " + " | ".join(libs) + " |",
         "|---|---:|" + "---:|" * len(libs),
     ]

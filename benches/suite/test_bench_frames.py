@@ -5,7 +5,8 @@ rlcore is built with ``frame_stack=4`` (one 84x84 frame per row; the stacks are 
 sample time), and is also timed with ``n_step=3`` and as a prioritized buffer, each against its
 plain ``sample(32)`` (``benches/targets.toml``). Stable-Baselines3's ``ReplayBuffer`` stores every
 stack (obs and next_obs, or with ``optimize_memory_usage=True`` obs once) and returns torch
-tensors, as its DQN reads them. 50k rather than 1M transitions: SB3 needs 56 GB at 1M; at 50k
+tensors, as its DQN reads them. The floor (``build_floor_frames``) is the plainest code doing the same
+memory work: one numpy gather of each sample's frames from a plain frame array. 50k rather than 1M transitions: SB3 needs 56 GB at 1M; at 50k
 both buffers are far larger than the caches, so each sample reads main memory as it would at 1M.
 """
 
@@ -72,7 +73,25 @@ def build_sb3_frames(optimize: bool) -> Any:
     return buf
 
 
+def build_floor_frames() -> Any:
+    """The floor: the plainest code doing a sample's memory work, on the same frames without
+    rlcore's row records: one ``numpy.take`` of each sample's 8 frame rows (obs = frames t-3..t,
+    obs_next = t-2..t+1) from a plain ``[CAP, 84, 84]`` uint8 array into a fresh
+    ``[32, 2, 4, 84, 84]`` array. No episode bounds, padding or flags."""
+    frames = np.concatenate([d["obs"][:, -1] for d in _chunks()])
+    rng = np.random.default_rng(0)
+    rows = np.array([[0, 1, 2, 3], [1, 2, 3, 4]])
+    take = np.take
+
+    def op() -> Any:
+        return take(frames, rng.integers(0, len(frames) - K, B)[:, None, None] + rows, axis=0)
+
+    return op
+
+
 def _op(lib: str) -> tuple[Any, str]:
+    if lib == "floor":
+        return build_floor_frames(), "one numpy.take of the 8 frame rows of each sample from a plain frame array"
     if lib == "rlcore":
         buf = build_rlcore_frames()
         return (lambda: buf.sample(B)), "frame_stack=4: stacks rebuilt in Rust; TransitionBatch of numpy arrays"
@@ -89,14 +108,17 @@ def _op(lib: str) -> tuple[Any, str]:
     raise AssertionError(lib)
 
 
-@pytest.mark.parametrize("lib", ["rlcore", "rlcore (out=)", "sb3", "sb3 (optimize_memory_usage)"])
+@pytest.mark.parametrize("lib", ["rlcore", "rlcore (out=)", "sb3", "sb3 (optimize_memory_usage)", "floor"])
 def test_sample_atari_frames(benchmark: Any, lib: str) -> None:
     op_name = f"Atari frames sample({B})"
     tag(benchmark, op_name, lib, capacity=CAP)
     op, note = build_or_skip(lib, lambda: _op(lib))
     batch = op()
-    obs = batch.obs if lib.startswith("rlcore") else batch.observations
-    assert tuple(obs.shape) == (B, K, *FRAME)
+    if lib == "floor":
+        assert batch.shape == (B, 2, K, *FRAME)
+    else:
+        obs = batch.obs if lib.startswith("rlcore") else batch.observations
+        assert tuple(obs.shape) == (B, K, *FRAME)
     tag(benchmark, op_name, lib, note, capacity=CAP)
     benchmark(op)
 
