@@ -358,9 +358,15 @@ impl GoalElem for f64 {
 /// [`goal_distance`] for goals of element type `T`: the same f64 arithmetic, in the same order.
 #[inline(always)]
 fn distance_of<T: GoalElem>(a: &[u8], b: &[u8]) -> f64 {
+    distance_by(a.len() / T::SIZE, T::read, a, b)
+}
+
+/// Euclidean distance of two goals of `n` elements, element j of each read by `read`.
+#[inline(always)]
+fn distance_by(n: usize, read: impl Fn(&[u8], usize) -> f64, a: &[u8], b: &[u8]) -> f64 {
     let mut acc = 0.0f64;
-    for j in 0..a.len() / T::SIZE {
-        let d = T::read(a, j) - T::read(b, j);
+    for j in 0..n {
+        let d = read(a, j) - read(b, j);
         acc += d * d;
     }
     acc.sqrt()
@@ -406,13 +412,11 @@ fn relabel_native<T: GoalElem>(
 
 /// Euclidean distance of two goals of dtype `dt`.
 pub(crate) fn goal_distance(dt: DType, a: &[u8], b: &[u8]) -> f64 {
-    let n = a.len() / dt.size();
-    let mut acc = 0.0f64;
-    for j in 0..n {
-        let d = read_f64(dt, a, j) - read_f64(dt, b, j);
-        acc += d * d;
+    match dt {
+        DType::F32 => distance_of::<f32>(a, b),
+        DType::F64 => distance_of::<f64>(a, b),
+        _ => distance_by(a.len() / dt.size(), |x, j| read_f64(dt, x, j), a, b),
     }
-    acc.sqrt()
 }
 
 #[cfg(test)]

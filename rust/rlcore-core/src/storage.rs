@@ -705,9 +705,20 @@ impl Storage {
     /// Write frame `j` of input row `i` (the whole row: `j = 0` of an unstacked column) at
     /// row p.
     pub(crate) fn write_obs(&mut self, p: usize, given: &[&Array<'_>], i: usize, j: usize) {
+        self.write_columns(false, p, given, i, j);
+    }
+
+    /// [`Storage::write_obs`] for the observation columns, or (`step`) for the step columns
+    /// (`act`, then the extras; unstacked, so `j = 0`), each from its array in `given`.
+    fn write_columns(&mut self, step: bool, p: usize, given: &[&Array<'_>], i: usize, j: usize) {
         let rec = self.schema.rec;
+        let cols = if step {
+            &self.schema.step
+        } else {
+            &self.schema.obs
+        };
         let data = crate::mem::bytes_of_mut(&mut self.data);
-        for (col, a) in self.schema.obs.iter().zip(given.iter()) {
+        for (col, a) in cols.iter().zip(given.iter()) {
             let rb = a.row_bytes(a.ndim() - col.spec.shape.len()) / col.stack;
             let f = i * col.stack + j;
             let src = &a.data[f * rb..(f + 1) * rb];
@@ -833,26 +844,12 @@ impl Storage {
         // transition fields at the open row
         let cur = self.envs[e].head - 1;
         let p = self.phys(e, cur);
-        let rec = self.schema.rec;
         let r = read_f64(s.rew.dtype, s.rew.data, i);
         let term = read_flag(s.terminated.dtype, s.terminated.data, i);
         let trunc = read_flag(s.truncated.dtype, s.truncated.data, i);
         match bulk.as_deref_mut() {
             Some(d) => d.step.push(Deferred::one(p, 0, i)),
-            None => {
-                let data = crate::mem::bytes_of_mut(&mut self.data);
-                for (col, a) in self.schema.step.iter().zip(s.step.iter()) {
-                    let rb = a.row_bytes(a.ndim() - col.spec.shape.len());
-                    let src = &a.data[i * rb..(i + 1) * rb];
-                    let o = p * rec + col.offset;
-                    cast_into(
-                        src,
-                        a.dtype,
-                        &mut data[o..o + col.item_bytes],
-                        col.spec.dtype,
-                    );
-                }
-            }
+            None => self.write_columns(true, p, &s.step, i, 0),
         }
         // next observation in the next row
         let (np, done) = self.end_step(e, cur, p, r, term, trunc, per);
