@@ -1,9 +1,10 @@
 """``add``'s lean path: a call of the collector's usual kind (exact ``numpy.ndarray``s of the
-columns' dtypes and shapes, Python or array float rewards, bool flags, no dict, extras, mask or
-env_ids) is read and written without the general conversion and checks. It must leave exactly
-the state, outcome and samples that the general path leaves for the same steps; the general path
-is taken here by handing an all-true ``mask`` (which neither the binding's nor the core's lean
-path takes) and the rewards as a list or a NumPy scalar."""
+columns' dtypes and shapes, Python or NumPy float rewards or float arrays, Python, NumPy or array
+bools as flags, no dict, extras, mask or env_ids) is read and written without the general
+conversion and checks. It must leave exactly the state, outcome and samples that the general
+path leaves for the same steps; the general path is taken here by handing an all-true ``mask``
+(which neither the binding's nor the core's lean path takes) and, for vector steps, the rewards
+as a list."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ ACT_DTYPES = [np.float32, np.float64, np.int64, np.bool_]
 
 case_st = st.tuples(
     st.integers(1, 4),  # num_envs
-    st.booleans(),  # single env without the env axis (Python float and bools)
+    st.sampled_from([None, float, np.float64, np.float32]),  # single env without the env axis: rew's type
     st.sampled_from(OBS_DTYPES),
     st.sampled_from([(3,), (2, 2)]),
     st.sampled_from(ACT_DTYPES),
@@ -85,20 +86,21 @@ def outcome(res) -> tuple:
 @given(case_st)
 def test_the_lean_add_path_leaves_the_state_outcome_and_samples_of_the_general_path(case) -> None:
     n_envs, bare, obs_dtype, obs_shape, act_dtype, seg, per, events, seed = case
-    bare = bare and n_envs == 1
+    bare = bare if n_envs == 1 else None
     make = rlcore.PrioritizedReplayBuffer if per else rlcore.ReplayBuffer
     lean = make(seg * n_envs, num_envs=n_envs, seed=seed)
     general = make(seg * n_envs, num_envs=n_envs, seed=seed)
     for s in streams(n_envs, events, obs_dtype, obs_shape, act_dtype):
         if bare:  # what one gymnasium env returns: arrays without the env axis, a float, bools
             one = {k: v[0] for k, v in s.items()}
+            flag = bool if bare is float else np.bool_  # Python bools, or NumPy's with NumPy floats
             a = dict(
                 one,
-                rew=float(one["rew"]),
-                terminated=bool(one["terminated"]),
-                truncated=bool(one["truncated"]),
+                rew=bare(one["rew"]),
+                terminated=flag(one["terminated"]),
+                truncated=flag(one["truncated"]),
             )
-            b = dict(a, rew=np.float64(a["rew"]), mask=np.True_)
+            b = dict(a, mask=np.True_)
         else:
             a = s
             b = dict(s, rew=s["rew"].tolist(), mask=np.ones(n_envs, bool))

@@ -442,7 +442,8 @@ pub fn usual_steps<'a>(
     })
 }
 
-/// A Python float or bool (exact types) as a 0-d array of `buf`, else [`usual_array`].
+/// A Python float or bool (exact types), or a NumPy float64, float32 or bool scalar, as a 0-d
+/// array of `buf`; else [`usual_array`].
 #[inline(always)]
 fn usual_value<'a>(obj: &'a Bound<'_, PyAny>, buf: &'a mut [u8; 8]) -> Option<Array<'a>> {
     let dtype = if let Ok(f) = obj.cast_exact::<PyFloat>() {
@@ -452,7 +453,25 @@ fn usual_value<'a>(obj: &'a Bound<'_, PyAny>, buf: &'a mut [u8; 8]) -> Option<Ar
         buf[0] = b.is_true() as u8;
         DType::Bool
     } else {
-        return usual_array(obj);
+        let (p, types) = (obj.as_ptr(), numpy_types(obj.py()));
+        // SAFETY: `p` is a live object; its value is read as the scalar type it exactly is
+        // (numpy.float64 subclasses Python's float; the others are NumPy's scalar structs).
+        unsafe {
+            let t = pyo3::ffi::Py_TYPE(p) as usize;
+            if t == types.float64 {
+                *buf = pyo3::ffi::PyFloat_AsDouble(p).to_ne_bytes();
+                DType::F64
+            } else if t == types.float32 {
+                let v = (*(p as *const ScalarObject<f32>)).obval;
+                buf[..4].copy_from_slice(&v.to_ne_bytes());
+                DType::F32
+            } else if t == types.bool_ {
+                buf[0] = ((*(p as *const ScalarObject<u8>)).obval != 0) as u8;
+                DType::Bool
+            } else {
+                return usual_array(obj);
+            }
+        }
     };
     Some(Array {
         dtype,
@@ -461,24 +480,48 @@ fn usual_value<'a>(obj: &'a Bound<'_, PyAny>, buf: &'a mut [u8; 8]) -> Option<Ar
     })
 }
 
+/// A NumPy scalar object of C type `T`: NumPy's `PyBoolScalarObject`, `PyFloatScalarObject`, ...
+/// (numpy/arrayscalars.h: the object header, then the value).
+#[repr(C)]
+struct ScalarObject<T> {
+    ob_base: pyo3::ffi::PyObject,
+    obval: T,
+}
+
+/// Addresses of the NumPy type objects the lean path compares with (fixed once NumPy is
+/// loaded).
+struct NumpyTypes {
+    ndarray: usize,
+    float64: usize,
+    float32: usize,
+    bool_: usize,
+}
+
+fn numpy_types(py: Python<'_>) -> &'static NumpyTypes {
+    static TYPES: std::sync::OnceLock<NumpyTypes> = std::sync::OnceLock::new();
+    TYPES.get_or_init(|| {
+        use npyffi::NpyTypes as T;
+        // SAFETY: NumPy's C API is loaded on first use, with the interpreter attached.
+        let get = |t| unsafe { npyffi::get_type_object(py, t) as usize };
+        NumpyTypes {
+            ndarray: get(T::PyArray_Type),
+            float64: get(T::PyDoubleArrType_Type),
+            float32: get(T::PyFloatArrType_Type),
+            bool_: get(T::PyBoolArrType_Type),
+        }
+    })
+}
+
 /// The core's view of an exact `numpy.ndarray` that is C-contiguous, in native byte order and
 /// of a dtype a column can have; `None` for anything else.
 #[inline(always)]
 fn usual_array<'a>(obj: &'a Bound<'_, PyAny>) -> Option<Array<'a>> {
-    static ARRAY_TYPE: std::sync::atomic::AtomicPtr<pyo3::ffi::PyTypeObject> =
-        std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-    let mut t = ARRAY_TYPE.load(std::sync::atomic::Ordering::Relaxed);
-    if t.is_null() {
-        // SAFETY: NumPy's C API is loaded on first use, with the interpreter attached.
-        t = unsafe { npyffi::get_type_object(obj.py(), npyffi::NpyTypes::PyArray_Type) };
-        ARRAY_TYPE.store(t, std::sync::atomic::Ordering::Relaxed);
-    }
     let p = obj.as_ptr();
     // SAFETY: `p` is a live object (borrowed for 'a); its fields are read as a PyArrayObject
     // only once its type is exactly numpy.ndarray. The descriptor's prefix up to `type_num`
     // has the same layout in NumPy 1 and 2.
     unsafe {
-        if pyo3::ffi::Py_TYPE(p) != t {
+        if pyo3::ffi::Py_TYPE(p) as usize != numpy_types(obj.py()).ndarray {
             return None;
         }
         let a = &*(p as *const npyffi::PyArrayObject);
