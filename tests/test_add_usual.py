@@ -8,6 +8,9 @@ as a list."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 import rlcore
@@ -168,3 +171,52 @@ def test_inputs_the_lean_path_does_not_read_are_converted_as_before(form) -> Non
     x, y = stored(plain), stored(other)
     for k in x:
         np.testing.assert_array_equal(x[k], y[k], err_msg=f"state part {k}")
+
+
+def test_an_add_waiting_for_the_lock_reads_its_arrays_once_it_holds_it() -> None:
+    """A lean add that waits for the buffer's lock (held here by a general add converting an
+    object with ``__array__``) must read its arrays' headers after it takes the lock: another
+    thread may change them meanwhile (here the dtype, float32 -> int32; a resize would free the
+    memory a stale header points to). The add then stores what the array holds when it runs."""
+    buf = rlcore.ReplayBuffer(8, seed=0)
+    act = np.zeros(1, np.float32)
+    buf.add(np.zeros(4, np.float32), act, 0.0, False, False, np.ones(4, np.float32))
+    victim, nxt = np.ones(4, np.float32), np.full(4, 2, np.float32)
+    errors: list[BaseException] = []
+
+    def lean_add() -> None:
+        try:
+            buf.add(victim, act, 1.0, False, False, nxt)
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    waiter = threading.Thread(target=lean_add)
+
+    class ChangesTheVictim:
+        def __array__(self, dtype=None, copy=None):
+            waiter.start()
+            time.sleep(0.3)  # the waiter is in add, waiting for the lock with the GIL released
+            victim.dtype = np.int32  # the same bytes, now read as int32
+            return np.ones(4, np.float32)
+
+    buf.add(ChangesTheVictim(), act, 0.0, False, False, np.full(4, 8, np.float32))
+    waiter.join()
+    assert not errors
+    stored_obs = np.asarray(buf.state_dict()["arrays"]["col:obs"])
+    # rows: 0 zeros, 1 ones (the general add continues there), 2 eights; the victim's obs is
+    # not the eights, so its episode starts at row 3 with the int32 values cast to float32
+    np.testing.assert_array_equal(stored_obs[3], np.full(4, np.float32(1).view(np.int32), np.float32))
+    np.testing.assert_array_equal(stored_obs[4], nxt)
+
+
+def test_a_zero_d_array_in_foreign_byte_order_stays_zero_d() -> None:
+    """A 0-d big-endian ``act`` (or reward, or flag) is converted to native order without
+    becoming 1-d: the column it declares is ``()``, and the same input is accepted again."""
+    buf = rlcore.ReplayBuffer(8, seed=0)
+    act = np.asarray(np.float32(1.5)).astype(">f4")
+    obs = np.zeros(3, np.float32)
+    buf.add(obs, act, np.asarray(1.0, ">f8"), np.asarray(False, ">u2"), False, obs + 1)
+    assert buf._schema()[1] == [("act", "float32", ())]
+    buf.add(obs + 1, act, np.asarray(2.0, ">f8"), np.asarray(False, ">u2"), False, obs + 2)
+    np.testing.assert_array_equal(buf.sample(4).act, np.full(4, 1.5, np.float32))
+    assert sorted(buf.sample(64).rew.tolist())[::63] == [1.0, 2.0]

@@ -153,11 +153,13 @@ impl RawBuffer {
         extend: bool,
     ) -> Result<AddResult> {
         let absent = |x: Option<&Bound<'_, PyAny>>| x.is_none_or(|x| x.is_none());
+        // the lock first: waiting for it releases the GIL, and another thread may then change
+        // or free the arrays, so their headers are read only once it is held
+        let mut core = self.lock(py)?;
         if absent(mask) && absent(env_ids) && extras.is_none() {
             let mut scalars = [[0u8; 8]; 3];
             let args = [obs, act, rew, terminated, truncated, obs_next];
             if let Some(steps) = convert::usual_steps(args, &mut scalars) {
-                let mut core = self.lock(py)?;
                 let out = if extend {
                     core.extend(&steps)?
                 } else {
@@ -166,7 +168,6 @@ impl RawBuffer {
                 return Ok(AddResult { out });
             }
         }
-        let mut core = self.lock(py)?;
         let (o, on) = (
             convert::obs(obs, "obs")?,
             convert::obs(obs_next, "obs_next")?,

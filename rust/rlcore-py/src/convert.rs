@@ -258,9 +258,13 @@ pub fn array<'py>(obj: &Bound<'py, PyAny>, what: What<'_>) -> Result<In<'py>> {
         let arr = if a.is_c_contiguous() && d.is_native_byteorder() != Some(false) {
             a.clone()
         } else {
+            // (asarray, not ascontiguousarray: that one makes a 0-d array 1-d)
             let native = d.call_method1("newbyteorder", ("=",))?;
+            let kw = PyDict::new(py);
+            kw.set_item("dtype", native)?;
+            kw.set_item("order", "C")?;
             numpy_mod(py)?
-                .call_method1("ascontiguousarray", (a, native))?
+                .call_method("asarray", (a,), Some(&kw))?
                 .cast_into::<PyUntypedArray>()?
         };
         return Ok(In {
@@ -421,9 +425,11 @@ pub fn extras<'py>(kw: Option<&Bound<'py, PyDict>>) -> Result<Named<'py>> {
 
 /// The arguments of `add`/`extend` in the collector's usual forms, read straight from their
 /// objects without a reference count or a copy: exact `numpy.ndarray`s (no subclass) that are
-/// C-contiguous in native byte order with a dtype a column can have, and Python floats and
-/// bools (their values kept in `scalars`). `None` for any other object, which [`array`] then
-/// converts (the result is the same: these are the objects it borrows as they are).
+/// C-contiguous in native byte order with a dtype a column can have, and Python or NumPy
+/// floats and bools (their values kept in `scalars`). `None` for any other object, which
+/// [`array`] then converts (the result is the same: these are the objects it borrows as they
+/// are). Call it with the buffer's lock held and use the result before any Python code runs:
+/// the views hold no reference, so another thread that resizes an array frees their memory.
 pub fn usual_steps<'a>(
     [obs, act, rew, terminated, truncated, obs_next]: [&'a Bound<'_, PyAny>; 6],
     scalars: &'a mut [[u8; 8]; 3],
