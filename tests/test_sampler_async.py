@@ -165,6 +165,13 @@ def test_ppo_learns_cartpole_on_envpool_in_asynchronous_mode() -> None:
         ppo, envs, config=OnPolicyTrainerConfig(max_env_steps=16_000, num_steps=32, eval_every=8, eval_episodes=4),
         eval_envs=eval_envs,
     )
-    evals = [s.eval.return_mean for s in trainer if s.eval is not None]
+    stats = list(trainer)
+    evals = [s.eval.return_mean for s in stats if s.eval is not None]
     assert trainer.env_steps >= 16_000
-    assert max(evals) >= 100 > evals[0], evals  # random play lasts about 22 steps (a run here: 17 -> 149)
+    # the baseline is the first rollout's episodes, played by the untrained (near-uniform)
+    # stochastic policy: about 22 steps, as random play (fewer: only episodes that end within
+    # the first 32 steps count). Not the first periodic eval: after 2,048 steps it has been seen
+    # above 100 (107 in one CI run; asynchronous stepping is not reproducible), and the untrained
+    # greedy policy can balance by chance (364 in one run).
+    first = stats[0].rollout.return_mean
+    assert max(evals) >= 100 and first < 50, (first, evals)  # a run here: 15 -> 146
