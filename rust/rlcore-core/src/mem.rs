@@ -394,8 +394,10 @@ mod tests {
         if !mode.contains("[madvise]") && !mode.contains("[always]") {
             return; // THP off on this kernel: nothing to check
         }
-        let data = alloc(8 << 20, 0u64).unwrap(); // 64 MiB, filled by alloc itself
-        let kb = huge_kb_at(data.as_ptr() as usize + (32 << 20)).expect("the mapping is in smaps");
+        let data = alloc(8 << 20, 0u64).unwrap(); // ok: test; 64 MiB, filled by alloc itself
+        let at = data.as_ptr() as usize + (32 << 20);
+        let kb = huge_kb_at(at).expect("the mapping is in smaps"); // ok: test
+
         // all but the unaligned ends (at most two partial 2 MiB pages) on huge pages
         assert!(
             kb >= 60 << 10,
