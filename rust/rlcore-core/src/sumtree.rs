@@ -3,6 +3,11 @@
 //! (or minima) of a node fill one 64-byte cache line, so a descent or an update over a 1M-row
 //! buffer touches 7 lines per tree instead of 20 (issue 20).
 //!
+//! The min tree has no leaf level of its own: a leaf's minimum is its priority, or `+inf` for a
+//! zero priority, so the minima of level 1 are taken straight from the sum tree's leaf lines.
+//! An update thus writes one leaf line (the one the sampling descent has just read) and the min
+//! tree only from level 1 up, which at 1M rows is 1 MiB instead of 9.
+//!
 //! Each internal node is recomputed from its children on every update (never adjusted by a
 //! difference), always adding them in the same order, so rounding errors do not accumulate:
 //! after any sequence of updates every node equals the sum of its subtree's leaves as computed
@@ -18,28 +23,133 @@ const K: usize = 8;
 #[repr(C, align(64))]
 struct Line([f64; K]);
 
+/// The entries of a line, each read by its own 8-byte load. An update stores one entry of a
+/// line and reads the whole line right after ([`SumTree::fix_up`]); a wider load that covers
+/// the stored entry (which the compiler would otherwise merge neighbouring reads into) cannot
+/// take its value from the store buffer and waits for the store to reach the cache.
+#[inline(always)]
+fn entries(l: &Line) -> [f64; K] {
+    // SAFETY: each pointer is to an f64 of the line, aligned and initialised; the volatile read
+    // only keeps the loads separate.
+    std::array::from_fn(|k| unsafe { std::ptr::read_volatile(&l.0[k]) })
+}
+
 /// The sum of one line, in a fixed order (pairwise).
 #[inline]
 fn line_sum(l: &Line) -> f64 {
-    let x = &l.0;
+    let x = entries(l);
     ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]))
 }
 
+/// The smallest positive entry of a leaf line, `+inf` when none is positive: the minimum of the
+/// leaves' entries in the min tree, which has no leaf level of its own.
+#[inline]
+fn line_min_positive(l: &Line) -> f64 {
+    let x = entries(l);
+    let pos = |k: usize| if x[k] > 0.0 { x[k] } else { f64::INFINITY };
+    line_min(&Line(std::array::from_fn(pos)))
+}
+
+/// The minimum of one line. Entries are never NaN (priorities are checked finite, empty leaves
+/// are `+inf`), so SSE2's `minsd` (which differs from `f64::min` only for NaN) computes it
+/// without branches (a data-dependent branch here mispredicts half the time).
 #[inline]
 fn line_min(l: &Line) -> f64 {
-    let x = &l.0;
-    (x[0].min(x[1]).min(x[2].min(x[3]))).min(x[4].min(x[5]).min(x[6].min(x[7])))
+    let x = entries(l);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86-64; only register operations.
+    unsafe {
+        use std::arch::x86_64::*;
+        let lo = |a: __m128d, b: __m128d| _mm_min_sd(a, b);
+        let v = |k: usize| _mm_set_sd(x[k]);
+        let m = lo(
+            lo(lo(v(0), v(1)), lo(v(2), v(3))),
+            lo(lo(v(4), v(5)), lo(v(6), v(7))),
+        );
+        _mm_cvtsd_f64(m)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        x.iter().fold(f64::INFINITY, |m, &v| m.min(v))
+    }
+}
+
+/// A line's running sums `c_k`, added in pairs: `c_(2i) = s_(2i) + c_(2i-1)` and
+/// `c_(2i+1) = (s_(2i) + s_(2i+1)) + c_(2i-1)`. Nondecreasing for non-negative children (float
+/// addition is monotone), which is all [`SumTree::pick`] needs; the order is that of the SSE2
+/// path of [`running_sums_and_passed`], so both give the same sums everywhere.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+#[inline(always)]
+fn running_sums(x: &[f64; K]) -> [f64; K] {
+    let mut c = [0.0f64; K];
+    let mut carry = 0.0;
+    for i in 0..K / 2 {
+        let (a, b) = (x[2 * i], x[2 * i + 1]);
+        c[2 * i] = a + carry;
+        c[2 * i + 1] = (b + a) + carry;
+        carry = c[2 * i + 1];
+    }
+    c
+}
+
+/// The line's running sums ([`running_sums`]) and the mask with bit k set where `u >= c_k`,
+/// computed two children at a time in SSE2 registers (every x86-64 has SSE2): the sums never
+/// go through memory before they are compared, which would stall on store forwarding.
+#[inline(always)]
+fn running_sums_and_passed(x: &[f64; K], u: f64) -> ([f64; K], u32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86-64; the loads read x[0..8] and the stores write c[0..8], two
+    // at a time, in bounds.
+    unsafe {
+        use std::arch::x86_64::*;
+        let (z, uu) = (_mm_setzero_pd(), _mm_set1_pd(u));
+        // (x_k, x_k + x_(k+1)) plus the carry in both lanes
+        let pair = |k: usize, carry: __m128d| {
+            let v = _mm_loadu_pd(x.as_ptr().add(k));
+            _mm_add_pd(_mm_add_pd(v, _mm_unpacklo_pd(z, v)), carry)
+        };
+        let high = |v: __m128d| _mm_unpackhi_pd(v, v);
+        let c01 = pair(0, z);
+        let c23 = pair(2, high(c01));
+        let c45 = pair(4, high(c23));
+        let c67 = pair(6, high(c45));
+        let m = |v: __m128d| _mm_movemask_pd(_mm_cmple_pd(v, uu)) as u32;
+        let passed = m(c01) | (m(c23) << 2) | (m(c45) << 4) | (m(c67) << 6);
+        let mut c = [0.0f64; K];
+        _mm_storeu_pd(c.as_mut_ptr(), c01);
+        _mm_storeu_pd(c.as_mut_ptr().add(2), c23);
+        _mm_storeu_pd(c.as_mut_ptr().add(4), c45);
+        _mm_storeu_pd(c.as_mut_ptr().add(6), c67);
+        (c, passed)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let c = running_sums(x);
+        let mut passed = 0u32;
+        for (k, &ck) in c.iter().enumerate() {
+            passed |= u32::from(u >= ck) << k;
+        }
+        (c, passed)
+    }
+}
+
+/// The last child of a line that is positive (0 if none is).
+#[cold]
+fn last_positive(x: &[f64; K]) -> usize {
+    x.iter().rposition(|&v| v > 0.0).unwrap_or(0)
 }
 
 /// A K-ary tree over `len` leaves, for sums and minima. Level 0 holds the leaves, K to a line;
-/// entry j of level l + 1 is the sum (minimum) of line j of level l; the top level is one line,
-/// whose sum is the total.
+/// entry j of level l + 1 is the sum (the minimum of the positive leaves below, `+inf` for none)
+/// of line j of level l; the top level is one line, whose sum is the total.
 #[derive(Debug, Clone)]
 pub struct SumTree {
     len: usize,
-    /// First line of each level in `sum`/`min`, bottom (leaves) first; the last level has one line.
+    /// First line of each level in `sum`, bottom (leaves) first; the last level has one line.
     level_at: Vec<usize>,
     sum: Box<[Line]>,
+    /// Levels 1 and up of the min tree: line `line` of `sum` (at level >= 1) has its minima in
+    /// line `line - level_at[1]` here (empty for a tree of one line).
     min: Box<[Line]>,
     total: f64,
     min_all: f64,
@@ -51,8 +161,9 @@ impl SumTree {
         std::mem::size_of_val(&*self.sum) + std::mem::size_of_val(&*self.min)
     }
 
-    /// The first line of every level for `len` leaves, and the number of lines in all.
-    fn layout(len: usize) -> (Vec<usize>, usize) {
+    /// The first line of every level for `len` leaves, the number of lines in all and the
+    /// number of lines above the leaves (the min tree's).
+    fn layout(len: usize) -> (Vec<usize>, usize, usize) {
         let mut level_at = Vec::new();
         let (mut entries, mut at) = (len.max(1), 0usize);
         loop {
@@ -60,7 +171,8 @@ impl SumTree {
             let lines = entries.div_ceil(K);
             at += lines;
             if lines == 1 {
-                return (level_at, at);
+                let leaf_lines = level_at.get(1).copied().unwrap_or(at);
+                return (level_at, at, at - leaf_lines);
             }
             entries = lines;
         }
@@ -68,12 +180,12 @@ impl SumTree {
 
     /// A tree over `len` leaves, all priority 0.
     pub fn new(len: usize) -> Self {
-        let (level_at, lines) = Self::layout(len);
+        let (level_at, lines, min_lines) = Self::layout(len);
         SumTree {
             len,
             level_at,
             sum: vec![Line([0.0; K]); lines].into_boxed_slice(),
-            min: vec![Line([f64::INFINITY; K]); lines].into_boxed_slice(),
+            min: vec![Line([f64::INFINITY; K]); min_lines].into_boxed_slice(),
             total: 0.0,
             min_all: f64::INFINITY,
         }
@@ -87,12 +199,12 @@ impl SumTree {
                 "capacity too large for a sum tree",
             ));
         }
-        let (level_at, lines) = Self::layout(len);
+        let (level_at, lines, min_lines) = Self::layout(len);
         Ok(SumTree {
             len,
             level_at,
             sum: crate::mem::alloc(lines, Line([0.0; K]))?,
-            min: crate::mem::alloc(lines, Line([f64::INFINITY; K]))?,
+            min: crate::mem::alloc(min_lines, Line([f64::INFINITY; K]))?,
             total: 0.0,
             min_all: f64::INFINITY,
         })
@@ -124,50 +236,60 @@ impl SumTree {
     #[inline]
     pub fn set(&mut self, i: usize, p: f64) {
         self.sum[i / K].0[i % K] = p;
-        self.min[i / K].0[i % K] = if p > 0.0 { p } else { f64::INFINITY };
         self.fix_up(i);
     }
 
+    /// The minimum of line `line` of `sum` (at any level), from the min tree or, for a leaf
+    /// line, from the leaves themselves.
+    #[inline]
+    fn min_of_line(&self, line: usize) -> f64 {
+        match line.checked_sub(self.leaf_lines()) {
+            None => line_min_positive(&self.sum[line]),
+            Some(m) => line_min(&self.min[m]),
+        }
+    }
+
+    /// Lines of level 0 (the leaves).
+    #[inline]
+    fn leaf_lines(&self) -> usize {
+        self.level_at.get(1).copied().unwrap_or(self.sum.len())
+    }
+
     /// Hint the CPU to fetch the lines an update of leaf `i` reads and writes in the two lowest
-    /// levels of both trees (the levels that do not stay in cache in a large tree), so that a
-    /// batch of updates has its misses in flight together.
+    /// levels (the levels that do not stay in cache in a large tree): the leaf line and the
+    /// level-1 lines of both trees, so that a batch of updates has its misses in flight
+    /// together.
     #[inline]
     pub fn prefetch_leaf(&self, i: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let mut j = i / K;
-            for l in 0..self.level_at.len().min(2) {
-                let line = self.level_at[l] + j;
-                if let (Some(s), Some(m)) = (self.sum.get(line), self.min.get(line)) {
-                    // SAFETY: prefetch is a hint and never faults; both addresses are in the tree.
-                    unsafe {
-                        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                        _mm_prefetch(s as *const Line as *const i8, _MM_HINT_T0);
-                        _mm_prefetch(m as *const Line as *const i8, _MM_HINT_T0);
-                    }
-                }
-                j /= K;
+        let leaf = i / K;
+        if let Some(l) = self.sum.get(leaf) {
+            crate::mem::prefetch(l);
+        }
+        if let Some(&at) = self.level_at.get(1) {
+            let up = at + leaf / K;
+            if let (Some(s), Some(m)) = (self.sum.get(up), self.min.get(up - at)) {
+                crate::mem::prefetch(s);
+                crate::mem::prefetch(m);
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
     }
 
     /// Recompute the ancestors of leaf `i` from their children.
     #[inline]
     fn fix_up(&mut self, i: usize) {
         let mut j = i / K; // line of level l holding the entry
+        let leaf_lines = self.leaf_lines();
         for l in 0..self.level_at.len() - 1 {
             let line = self.level_at[l] + j;
-            let (s, m) = (line_sum(&self.sum[line]), line_min(&self.min[line]));
+            let (s, m) = (line_sum(&self.sum[line]), self.min_of_line(line));
             let up = self.level_at[l + 1] + j / K;
             self.sum[up].0[j % K] = s;
-            self.min[up].0[j % K] = m;
+            self.min[up - leaf_lines].0[j % K] = m;
             j /= K;
         }
         let top = self.level_at[self.level_at.len() - 1];
         self.total = line_sum(&self.sum[top]);
-        self.min_all = line_min(&self.min[top]);
+        self.min_all = self.min_of_line(top);
     }
 
     /// Sum of all leaves.
@@ -211,29 +333,22 @@ impl SumTree {
     }
 
     /// Within one line (whose sum is positive), the child where the prefix sum passes `u`
-    /// (`u >= 0`), and `u` less the children before it. With the line's running sums
-    /// `c_k = c_(k-1) + s_k` (nondecreasing, as float addition of non-negative numbers is), the
-    /// child is `j = #{k < last : u >= c_k}`, `last` the last positive child: a zero child
-    /// `s_k = 0` has `c_k = c_(k-1) <= u` whenever the count reaches it, so it is passed over,
-    /// and the count stops at `last` when rounding carries `u` past the line's sum. So a zero
-    /// child is never taken. The residual `u - c_(j-1)` is >= 0. The comparisons are
-    /// independent of each other and free of data-dependent branches (a descent's children are
-    /// random), so descents of a batch overlap.
+    /// (`u >= 0`), and `u` less the children before it. With the line's running sums `c_k`
+    /// ([`running_sums`]: `c_k - c_(k-1)` is `s_k` up to rounding, and the `c_k` are
+    /// nondecreasing, as float addition of non-negative numbers is), the
+    /// `k` with `u >= c_k` are a prefix `0 .. run` and the child is `run`: a zero child
+    /// `s_k = 0` has `c_k = c_(k-1) <= u` whenever the run reaches it, so it is passed over, and
+    /// `s_run > 0` (for `run = 0`, `s_0 = c_0 > u >= 0`). Only when rounding carries `u` past
+    /// the line's sum (`run = K`) is the child the last positive one. So a zero child is never
+    /// taken, and the residual `u - c_(j-1)` is >= 0. The comparisons are independent of each
+    /// other and free of data-dependent branches (a descent's children are random), so
+    /// descents of a batch overlap.
     #[inline]
     fn pick(line: &Line, u: f64) -> (usize, f64) {
         let x = &line.0;
-        let mut c = [0.0f64; K];
-        let mut acc = 0.0;
-        let mut last = 0;
-        for k in 0..K {
-            acc += x[k];
-            c[k] = acc;
-            last = if x[k] > 0.0 { k } else { last };
-        }
-        let mut j = 0;
-        for (k, &ck) in c.iter().enumerate() {
-            j += usize::from((k < last) & (u >= ck));
-        }
+        let (c, passed) = running_sums_and_passed(x, u);
+        let run = passed.trailing_ones() as usize;
+        let j = if run < K { run } else { last_positive(x) };
         let before = if j == 0 { 0.0 } else { c[j - 1] };
         (j, u - before)
     }
@@ -278,29 +393,29 @@ impl SumTree {
     pub fn rebuild(&mut self) {
         for l in 0..self.level_at.len() - 1 {
             let (at, up) = (self.level_at[l], self.level_at[l + 1]);
+            let leaf_lines = self.leaf_lines();
             for j in 0..up - at {
-                let (s, m) = (line_sum(&self.sum[at + j]), line_min(&self.min[at + j]));
+                let (s, m) = (line_sum(&self.sum[at + j]), self.min_of_line(at + j));
                 self.sum[up + j / K].0[j % K] = s;
-                self.min[up + j / K].0[j % K] = m;
+                self.min[up - leaf_lines + j / K].0[j % K] = m;
             }
         }
         let top = self.level_at[self.level_at.len() - 1];
         self.total = line_sum(&self.sum[top]);
-        self.min_all = line_min(&self.min[top]);
+        self.min_all = self.min_of_line(top);
     }
 
     /// Set every leaf from a slice (length `len`) and rebuild.
     pub fn load_leaves(&mut self, leaves: &[f64]) {
         for (i, &p) in leaves.iter().enumerate() {
             self.sum[i / K].0[i % K] = p;
-            self.min[i / K].0[i % K] = if p > 0.0 { p } else { f64::INFINITY };
         }
         self.rebuild();
     }
 
     /// The leaves (length `len`).
     pub fn leaves(&self) -> &[f64] {
-        let lines = &self.sum[..self.level_at.get(1).copied().unwrap_or(self.sum.len())];
+        let lines = &self.sum[..self.leaf_lines()];
         // SAFETY: `Line` is `repr(C)` over `[f64; K]` with size 64 = K * 8 (no padding), so the
         // leaf lines are `lines.len() * K` consecutive f64s; `len` of them are leaves.
         let flat =
@@ -490,6 +605,30 @@ mod tests {
                 for u in [t.total(), t.total() * 2.0, f64::MAX] {
                     prop_assert!(leaves[t.find(u)] > 0.0);
                 }
+            }
+        }
+    }
+
+    proptest! {
+        /// The SSE2 running sums are the portable ones, bit for bit, and the mask marks exactly
+        /// the sums `u` passes, a prefix of the line; `pick` never takes a zero child.
+        #[test]
+        fn running_sums_and_picks_agree_with_the_portable_order(
+            xs in proptest::collection::vec(prop_oneof![Just(0.0f64), 0.0f64..1e3, 1e-300f64..1e-290], K),
+            frac in 0.0f64..1.0001,
+        ) {
+            let x: [f64; K] = xs.clone().try_into().unwrap(); // ok: test
+            let total: f64 = running_sums(&x)[K - 1];
+            let u = frac * total;
+            let (c, passed) = running_sums_and_passed(&x, u);
+            prop_assert_eq!(c.map(f64::to_bits), running_sums(&x).map(f64::to_bits));
+            for (k, &ck) in c.iter().enumerate() {
+                prop_assert_eq!(passed >> k & 1 == 1, u >= ck);
+            }
+            prop_assert_eq!((passed + 1) & passed, 0, "not a prefix: {:b}", passed);
+            if total > 0.0 {
+                let (j, rest) = SumTree::pick(&Line(x), u);
+                prop_assert!(x[j] > 0.0 && rest >= 0.0, "j={} rest={}", j, rest);
             }
         }
     }
