@@ -1,12 +1,15 @@
 //! Microbenchmarks of the replay core without Python (issue 20): µs per call of `sample(256)`
 //! (plain, n-step 3, PER with updates) and of the floor gather, at capacities 10k, 200k and 1M,
-//! obs 17 / act 6 float32 (the suite's shapes). `cargo bench -p rlcore-core --bench sample`;
+//! obs 17 / act 6 float32 (the suite's shapes); HER `sample(256)` with the native reward (and
+//! n-step 3) on 100k transitions of FetchReach-sized goal episodes (the suite's HER data). `cargo bench -p rlcore-core --bench sample`;
 //! medians (and range) of 15 blocks of 400 calls, in CPU time of this thread.
 //! Never part of `cargo test`.
 
 use std::time::Instant;
 
-use rlcore_core::{Array, BatchOut, DType, Obs, ReplayCore, Result, Steps};
+use rlcore_core::{
+    Array, BatchOut, DType, GoalStrategy, HerConfig, Obs, ReplayCore, Result, Steps,
+};
 
 const OBS: usize = 17;
 const ACT: usize = 6;
@@ -50,6 +53,139 @@ fn filled(cap: usize, per: bool) -> Result<ReplayCore> {
     };
     core.extend(&s)?;
     Ok(core)
+}
+
+/// The suite's HER shapes (`benches/suite/conftest.py`): observation 10, goals 3 (float64),
+/// act 4 (float32), 50-step truncated episodes, future_k 4, threshold 0.05.
+const HER_OBS: usize = 10;
+const HER_GOAL: usize = 3;
+const HER_ACT: usize = 4;
+const HER_EP: usize = 50;
+
+/// A HER core (native reward) of capacity `cap` holding 2,000 episodes of 50 steps (100k
+/// transitions), as the suite's: at 100k the ring has wrapped, at 1M it is a tenth full.
+fn filled_her(cap: usize) -> Result<ReplayCore> {
+    let mut core = ReplayCore::new(cap, 1, 0)?;
+    core.enable_her(HerConfig {
+        strategy: GoalStrategy::Future,
+        future_k: 4.0,
+        distance_threshold: Some(0.05),
+        achieved_goal: "achieved_goal".into(),
+        desired_goal: "desired_goal".into(),
+        finished_only: false,
+        exact_ratio: false,
+    })?;
+    let episodes = 2_000;
+    let n = episodes * HER_EP;
+    let mut x = 7u64;
+    let mut rnd = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let f64s = |v: Vec<f64>| -> &'static [u8] {
+        Box::leak(
+            v.iter()
+                .flat_map(|f| f.to_ne_bytes())
+                .collect::<Vec<u8>>()
+                .into_boxed_slice(),
+        )
+    };
+    let f32s = |v: Vec<f32>| -> &'static [u8] {
+        Box::leak(
+            v.iter()
+                .flat_map(|f| f.to_ne_bytes())
+                .collect::<Vec<u8>>()
+                .into_boxed_slice(),
+        )
+    };
+    // per episode: HER_EP + 1 observations; obs are steps 0..HER_EP, obs_next steps 1..=HER_EP
+    let mut cols = [
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    ];
+    for _ in 0..episodes {
+        let goal: Vec<f64> = (0..HER_GOAL).map(|_| rnd() * 0.3).collect();
+        let o: Vec<Vec<f64>> = (0..=HER_EP)
+            .map(|_| (0..HER_OBS).map(|_| rnd()).collect())
+            .collect();
+        let ag: Vec<Vec<f64>> = (0..=HER_EP)
+            .map(|_| (0..HER_GOAL).map(|_| rnd() * 0.3).collect())
+            .collect();
+        for t in 0..HER_EP {
+            cols[0].extend_from_slice(&o[t]);
+            cols[1].extend_from_slice(&ag[t]);
+            cols[2].extend_from_slice(&goal);
+            cols[3].extend_from_slice(&o[t + 1]);
+            cols[4].extend_from_slice(&ag[t + 1]);
+            cols[5].extend_from_slice(&goal);
+        }
+    }
+    let [o, ag, dg, on, agn, dgn] = cols.map(f64s);
+    let shape = |s: &[usize]| -> &'static [usize] { Box::leak(s.to_vec().into_boxed_slice()) };
+    let (so, sg, sn) = (shape(&[n, HER_OBS]), shape(&[n, HER_GOAL]), shape(&[n]));
+    let arr = |dtype, shape, data| Array { dtype, shape, data };
+    let dict = |o, ag, dg| -> &'static [(&'static str, Array<'static>)] {
+        Box::leak(
+            vec![
+                ("observation", arr(DType::F64, so, o)),
+                ("achieved_goal", arr(DType::F64, sg, ag)),
+                ("desired_goal", arr(DType::F64, sg, dg)),
+            ]
+            .into_boxed_slice(),
+        )
+    };
+    let act = f32s((0..n * HER_ACT).map(|_| rnd() as f32).collect());
+    let rew = f32s(vec![-1.0; n]);
+    let trunc: &'static [u8] = Box::leak(
+        (0..n)
+            .map(|i| u8::from(i % HER_EP == HER_EP - 1))
+            .collect::<Vec<u8>>()
+            .into_boxed_slice(),
+    );
+    let term: &'static [u8] = Box::leak(vec![0u8; n].into_boxed_slice());
+    core.extend(&Steps {
+        obs: Obs::Dict(dict(o, ag, dg)),
+        act: arr(DType::F32, shape(&[n, HER_ACT]), act),
+        rew: arr(DType::F32, sn, rew),
+        terminated: arr(DType::U8, sn, term),
+        truncated: arr(DType::U8, sn, trunc),
+        obs_next: Obs::Dict(dict(on, agn, dgn)),
+        extras: &[],
+        mask: None,
+        env_ids: None,
+    })?;
+    Ok(core)
+}
+
+/// Output arrays for any core's batch fields (aligned words, one array per field).
+struct AnyOut(Vec<(usize, Vec<u64>)>);
+
+impl AnyOut {
+    fn new(core: &ReplayCore) -> Self {
+        AnyOut(
+            core.batch_fields()
+                .map(|f| {
+                    let n = B * f.item_bytes();
+                    (n, vec![0u64; n.div_ceil(8)])
+                })
+                .collect(),
+        )
+    }
+    fn batch(&mut self, core: &ReplayCore) -> Result<BatchOut<'_>> {
+        let slices = self.0.iter_mut().map(|(n, v)| {
+            // SAFETY: u64 words viewed as bytes (plain data)
+            let s =
+                unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, v.len() * 8) };
+            &mut s[..*n]
+        });
+        BatchOut::from_fields(core.batch_fields().zip(slices))
+    }
 }
 
 struct Out {
@@ -208,6 +344,26 @@ fn main() -> Result<()> {
                     pcore.update_priorities(&idx, &prio).map(|_| ())
                 })?,
             );
+        }
+        if want("HER sample(256)") || want("HER sample(256, n_step=3)") {
+            let mut hcore = filled_her(cap)?;
+            let mut hout = AnyOut::new(&hcore);
+            for n in [1usize, 3] {
+                let name = if n == 1 {
+                    "HER sample(256)".to_string()
+                } else {
+                    format!("HER sample(256, n_step={n})")
+                };
+                if want(&name) {
+                    report(
+                        &name,
+                        time(|| {
+                            let mut out = hout.batch(&hcore)?;
+                            hcore.sample(B, n, 0.98, &mut out, None)
+                        })?,
+                    );
+                }
+            }
         }
         if want("add one transition") || want("extend 1,000 rows") {
             // a chained stream of 1,000-step episodes of one env into the full ring
