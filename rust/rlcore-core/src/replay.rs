@@ -381,7 +381,7 @@ impl ReplayCore {
         let fetched = match (&self.per, &self.her) {
             (Some(per), _) => {
                 sampling::draw_prioritized(per, rng, &mut self.scratch, b);
-                st.prefetch_drawn(self.scratch.plans(b))
+                0
             }
             (None, Some(cfg)) if cfg.finished_only => {
                 st.draw_finished(rng, self.scratch.plans(b))?;

@@ -226,16 +226,6 @@ impl Storage {
         crate::mem::prefetch(&self.ep_end[rec]);
     }
 
-    /// Hint the CPU to fetch the records of every drawn row and the next (as
-    /// [`Storage::draw_uniform`] does for its candidates), so that the misses of a whole batch
-    /// overlap; returns how many rows from each drawn row on that brings into cache.
-    pub(crate) fn prefetch_drawn(&self, plans: &[Plan]) -> usize {
-        for pl in plans {
-            self.prefetch(pl.p);
-        }
-        self.draw_fetched_rows()
-    }
-
     /// How many rows from each drawn row on [`Storage::draw_uniform`]'s prefetch brings into
     /// cache whole (its 256 bytes hold rows t and t + 1 of records up to 128 bytes).
     pub(crate) fn draw_fetched_rows(&self) -> usize {
