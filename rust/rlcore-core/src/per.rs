@@ -162,16 +162,13 @@ impl PerState {
             self.tree.prefetch_leaf(r);
             crate::mem::prefetch(&self.handed_out[r]);
         }
-        let mut skipped = 0;
-        for (r, v) in updates {
-            if transition_abs(r) == Some(self.handed_out[r]) {
-                self.max_p = self.max_p.max(v);
-                self.tree.set(r, v);
-            } else {
-                skipped += 1;
-            }
+        let before = updates.len();
+        updates.retain(|&(r, _)| transition_abs(r) == Some(self.handed_out[r]));
+        for &(_, v) in &updates {
+            self.max_p = self.max_p.max(v);
         }
-        Ok(skipped)
+        self.tree.set_batch(&updates);
+        Ok(before - updates.len())
     }
 
     /// `(total priority mass, smallest positive priority, priority given to new transitions)`.

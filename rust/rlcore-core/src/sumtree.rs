@@ -153,6 +153,8 @@ pub struct SumTree {
     min: Box<[Line]>,
     total: f64,
     min_all: f64,
+    /// Scratch of [`SumTree::set_batch`]: the lines of one level whose entries changed.
+    dirty: Vec<usize>,
 }
 
 impl SumTree {
@@ -188,6 +190,7 @@ impl SumTree {
             min: vec![Line([f64::INFINITY; K]); min_lines].into_boxed_slice(),
             total: 0.0,
             min_all: f64::INFINITY,
+            dirty: Vec::new(),
         }
     }
 
@@ -207,6 +210,7 @@ impl SumTree {
             min: crate::mem::alloc(min_lines, Line([f64::INFINITY; K]))?,
             total: 0.0,
             min_all: f64::INFINITY,
+            dirty: Vec::new(),
         })
     }
 
@@ -272,6 +276,44 @@ impl SumTree {
                 crate::mem::prefetch(m);
             }
         }
+    }
+
+    /// Set each leaf `i` of `updates` to its `p >= 0`, in order (a leaf named twice keeps the
+    /// later value), and recompute their ancestors: the same tree, bit for bit, as
+    /// [`SumTree::set`] of each in turn (every node is recomputed from its final children in the
+    /// same order), but a node shared by several leaves is recomputed once, and each level is
+    /// done for the whole batch before the next: at 256 updates of a 1M-leaf tree, about 950
+    /// line recomputations instead of 1,800.
+    pub fn set_batch(&mut self, updates: &[(usize, f64)]) {
+        if updates.is_empty() {
+            return;
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.clear();
+        for &(i, p) in updates {
+            self.sum[i / K].0[i % K] = p;
+            dirty.push(i / K);
+        }
+        dirty.sort_unstable();
+        dirty.dedup();
+        let leaf_lines = self.leaf_lines();
+        for l in 0..self.level_at.len() - 1 {
+            let (at, up_at) = (self.level_at[l], self.level_at[l + 1]);
+            for &j in &dirty {
+                let (s, m) = (line_sum(&self.sum[at + j]), self.min_of_line(at + j));
+                self.sum[up_at + j / K].0[j % K] = s;
+                self.min[up_at - leaf_lines + j / K].0[j % K] = m;
+            }
+            // the parents, still sorted: consecutive lines share a parent
+            for j in dirty.iter_mut() {
+                *j /= K;
+            }
+            dirty.dedup();
+        }
+        self.dirty = dirty;
+        let top = self.level_at[self.level_at.len() - 1];
+        self.total = line_sum(&self.sum[top]);
+        self.min_all = self.min_of_line(top);
     }
 
     /// Recompute the ancestors of leaf `i` from their children.
@@ -606,6 +648,31 @@ mod tests {
                     prop_assert!(leaves[t.find(u)] > 0.0);
                 }
             }
+        }
+    }
+
+    proptest! {
+        /// A batch of updates gives the tree that setting them one at a time gives, bit for
+        /// bit, in every node (repeated leaves included: the later value wins).
+        #[test]
+        fn batched_updates_equal_single_updates(
+            n in 1usize..3000,
+            init in proptest::collection::vec(prop_oneof![Just(0.0f64), 0.0f64..10.0, 1e-9f64..1e-6], 1..200),
+            batch in proptest::collection::vec((0usize..3000, prop_oneof![Just(0.0f64), 0.0f64..10.0, 1e3f64..1e9]), 0..300),
+        ) {
+            let (mut one, mut many) = (SumTree::new(n), SumTree::new(n));
+            for (k, &p) in init.iter().enumerate() {
+                let i = (k * 7919) % n;
+                one.set(i, p);
+                many.set(i, p);
+            }
+            let batch: Vec<(usize, f64)> = batch.into_iter().map(|(i, p)| (i % n, p)).collect();
+            for &(i, p) in &batch {
+                one.set(i, p);
+            }
+            many.set_batch(&batch);
+            let bits = |t: &SumTree| (t.sum.iter().chain(t.min.iter()).flat_map(|l| l.0).map(f64::to_bits).collect::<Vec<_>>(), t.total.to_bits(), t.min_all.to_bits());
+            prop_assert_eq!(bits(&one), bits(&many));
         }
     }
 
