@@ -15,19 +15,27 @@ const OBS: usize = 17;
 const ACT: usize = 6;
 const B: usize = 256;
 
+/// The benchmark data's generator (xorshift64; not the buffer's).
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let x = &mut self.0;
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+}
+
 fn filled(cap: usize, per: bool) -> Result<ReplayCore> {
     let mut core = ReplayCore::new(cap, 1, 0)?;
     if per {
         core.enable_per(0.6, 0.4, 1e-6)?;
     }
     let n = cap;
-    let mut x = 1u64;
-    let mut rnd = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x >> 40) as f32 / (1u64 << 24) as f32
-    };
+    let mut x = XorShift(1);
+    let mut rnd = || (x.next() >> 40) as f32 / (1u64 << 24) as f32;
     let obs_all: Vec<f32> = (0..(n + 1) * OBS).map(|_| rnd()).collect();
     let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|f| f.to_ne_bytes()).collect() };
     let obs = bytes(&obs_all[..n * OBS]);
@@ -77,29 +85,11 @@ fn filled_her(cap: usize) -> Result<ReplayCore> {
     })?;
     let episodes = 2_000;
     let n = episodes * HER_EP;
-    let mut x = 7u64;
-    let mut rnd = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x >> 11) as f64 / (1u64 << 53) as f64
-    };
-    let f64s = |v: Vec<f64>| -> &'static [u8] {
-        Box::leak(
-            v.iter()
-                .flat_map(|f| f.to_ne_bytes())
-                .collect::<Vec<u8>>()
-                .into_boxed_slice(),
-        )
-    };
-    let f32s = |v: Vec<f32>| -> &'static [u8] {
-        Box::leak(
-            v.iter()
-                .flat_map(|f| f.to_ne_bytes())
-                .collect::<Vec<u8>>()
-                .into_boxed_slice(),
-        )
-    };
+    let mut x = XorShift(7);
+    let mut rnd = || (x.next() >> 11) as f64 / (1u64 << 53) as f64;
+    let leak = |v: Vec<u8>| -> &'static [u8] { Box::leak(v.into_boxed_slice()) };
+    let f64s = |v: Vec<f64>| leak(v.iter().flat_map(|f| f.to_ne_bytes()).collect());
+    let f32s = |v: Vec<f32>| leak(v.iter().flat_map(|f| f.to_ne_bytes()).collect());
     // per episode: HER_EP + 1 observations; obs are steps 0..HER_EP, obs_next steps 1..=HER_EP
     let mut cols = [
         Vec::new(),
@@ -273,6 +263,15 @@ fn time(mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64, f64)> {
     Ok((v[7], v[0], v[14]))
 }
 
+/// `"{what}(256)"`, or `"{what}(256, n_step=n)"` for n > 1: a case's name in the report.
+fn case_name(what: &str, n: usize) -> String {
+    if n == 1 {
+        format!("{what}(256)")
+    } else {
+        format!("{what}(256, n_step={n})")
+    }
+}
+
 fn main() -> Result<()> {
     // optional filters (cargo passes `--bench`): a capacity and a substring of the case names
     let args: Vec<String> = std::env::args()
@@ -302,11 +301,7 @@ fn main() -> Result<()> {
             );
         }
         for n in [1usize, 3] {
-            let name = if n == 1 {
-                "sample(256)".to_string()
-            } else {
-                format!("sample(256, n_step={n})")
-            };
+            let name = case_name("sample", n);
             if want(&name) {
                 report(
                     &name,
@@ -345,15 +340,11 @@ fn main() -> Result<()> {
                 })?,
             );
         }
-        if want("HER sample(256)") || want("HER sample(256, n_step=3)") {
+        if want(&case_name("HER sample", 1)) || want(&case_name("HER sample", 3)) {
             let mut hcore = filled_her(cap)?;
             let mut hout = AnyOut::new(&hcore);
             for n in [1usize, 3] {
-                let name = if n == 1 {
-                    "HER sample(256)".to_string()
-                } else {
-                    format!("HER sample(256, n_step={n})")
-                };
+                let name = case_name("HER sample", n);
                 if want(&name) {
                     report(
                         &name,
