@@ -296,13 +296,9 @@ impl SumTree {
         }
         dirty.sort_unstable();
         dirty.dedup();
-        let leaf_lines = self.leaf_lines();
         for l in 0..self.level_at.len() - 1 {
-            let (at, up_at) = (self.level_at[l], self.level_at[l + 1]);
             for &j in &dirty {
-                let (s, m) = (line_sum(&self.sum[at + j]), self.min_of_line(at + j));
-                self.sum[up_at + j / K].0[j % K] = s;
-                self.min[up_at - leaf_lines + j / K].0[j % K] = m;
+                self.refresh(l, j);
             }
             // the parents, still sorted: consecutive lines share a parent
             for j in dirty.iter_mut() {
@@ -311,6 +307,22 @@ impl SumTree {
             dirty.dedup();
         }
         self.dirty = dirty;
+        self.refresh_top();
+    }
+
+    /// Recompute entry `j` of level `l + 1` of both trees from line `j` of level `l`.
+    #[inline(always)]
+    fn refresh(&mut self, l: usize, j: usize) {
+        let line = self.level_at[l] + j;
+        let (s, m) = (line_sum(&self.sum[line]), self.min_of_line(line));
+        let up = self.level_at[l + 1] + j / K;
+        self.sum[up].0[j % K] = s;
+        self.min[up - self.leaf_lines()].0[j % K] = m;
+    }
+
+    /// Recompute the total and the smallest positive leaf from the top line.
+    #[inline(always)]
+    fn refresh_top(&mut self) {
         let top = self.level_at[self.level_at.len() - 1];
         self.total = line_sum(&self.sum[top]);
         self.min_all = self.min_of_line(top);
@@ -320,18 +332,11 @@ impl SumTree {
     #[inline]
     fn fix_up(&mut self, i: usize) {
         let mut j = i / K; // line of level l holding the entry
-        let leaf_lines = self.leaf_lines();
         for l in 0..self.level_at.len() - 1 {
-            let line = self.level_at[l] + j;
-            let (s, m) = (line_sum(&self.sum[line]), self.min_of_line(line));
-            let up = self.level_at[l + 1] + j / K;
-            self.sum[up].0[j % K] = s;
-            self.min[up - leaf_lines].0[j % K] = m;
+            self.refresh(l, j);
             j /= K;
         }
-        let top = self.level_at[self.level_at.len() - 1];
-        self.total = line_sum(&self.sum[top]);
-        self.min_all = self.min_of_line(top);
+        self.refresh_top();
     }
 
     /// Sum of all leaves.
@@ -434,17 +439,11 @@ impl SumTree {
     /// Recompute every internal node from the leaves (used after bulk loads).
     pub fn rebuild(&mut self) {
         for l in 0..self.level_at.len() - 1 {
-            let (at, up) = (self.level_at[l], self.level_at[l + 1]);
-            let leaf_lines = self.leaf_lines();
-            for j in 0..up - at {
-                let (s, m) = (line_sum(&self.sum[at + j]), self.min_of_line(at + j));
-                self.sum[up + j / K].0[j % K] = s;
-                self.min[up - leaf_lines + j / K].0[j % K] = m;
+            for j in 0..self.level_at[l + 1] - self.level_at[l] {
+                self.refresh(l, j);
             }
         }
-        let top = self.level_at[self.level_at.len() - 1];
-        self.total = line_sum(&self.sum[top]);
-        self.min_all = self.min_of_line(top);
+        self.refresh_top();
     }
 
     /// Set every leaf from a slice (length `len`) and rebuild.
