@@ -291,7 +291,7 @@ def test_targets_come_from_the_toml_file_and_stay_out_of_the_report(
 
 def test_the_repository_targets_file_loads_and_bad_ones_are_refused(tmp_path: Path) -> None:
     targets = bench.load_targets(_REPORT.parent / "targets.toml")
-    assert len(targets) == 37 and len({t["name"] for t in targets}) == 37
+    assert len(targets) == 40 and len({t["name"] for t in targets}) == 40
     bad = tmp_path / "bad.toml"
     bad.write_text('[[target]]\nname = "x"\ngroup = "g"\npeer = "rlox"\n')  # no min
     with pytest.raises(ValueError, match="number 1 needs name, group and either peer"):

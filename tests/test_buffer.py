@@ -1170,6 +1170,53 @@ def test_uniform_sampling_is_uniform_over_transitions_of_unequally_filled_envs()
     assert chi2_stat(counts[rows], expected) < chi2_critical(len(rows) - 1)
 
 
+@pytest.mark.parametrize("her", [False, True], ids=["plain", "her"])
+@pytest.mark.parametrize("seg", [2, 3])
+def test_uniform_sampling_over_many_short_segments(seg, her):
+    """Many envs of 2 or 3 rows, wrapped: a third to a half of all alive rows hold no transition
+    (each env's newest row), so the draw rejects many candidates and replaces them from the
+    candidates already in flight (plain sample) or in rounds (HER's draw). Every transition is
+    still equally likely (chi-square), only transitions are drawn, and each sample's next
+    observation is its env's next step, read across the ring's wrap."""
+    from reference import chi2_critical, chi2_stat
+
+    n = 400
+    rng = np.random.default_rng(seg)
+    if her:
+        buf = rlcore.HERReplayBuffer(n * seg, num_envs=n, seed=seg, distance_threshold=0.05)
+    else:
+        buf = rlcore.ReplayBuffer(n * seg, num_envs=n, seed=seg)
+    step_id = np.zeros(n, F32)
+    z = np.zeros(n, bool)
+    for _ in range(seg + 3):
+        # obs holds (env, step) so that obs_next can be checked; a running episode per env
+        o = np.stack([np.arange(n, dtype=F32), step_id], axis=1)
+        o_next = np.stack([np.arange(n, dtype=F32), step_id + 1], axis=1)
+        act, rew = rng.standard_normal((n, 1)).astype(F32), np.zeros(n, F32)
+        if her:
+            g = np.zeros((n, 2), F32)
+            buf.add(
+                {"observation": o, "achieved_goal": o, "desired_goal": g},
+                act, rew, z, z,
+                {"observation": o_next, "achieved_goal": o_next, "desired_goal": g},
+            )
+        else:
+            buf.add(o, act, rew, z, z, o_next)
+        step_id += 1
+    rows = np.flatnonzero(buf.is_transition(np.arange(buf.capacity)))
+    assert len(rows) == len(buf) == n * (seg - 1)
+    counts = np.zeros(buf.capacity)
+    for _ in range(120):
+        b = buf.sample(512)
+        np.add.at(counts, b.indices, 1)
+        obs, obs_next = (b.obs["observation"], b.obs_next["observation"]) if her else (b.obs, b.obs_next)
+        np.testing.assert_array_equal(obs_next[:, 0], obs[:, 0])
+        np.testing.assert_array_equal(obs_next[:, 1], obs[:, 1] + 1)
+    assert counts[np.setdiff1d(np.arange(buf.capacity), rows)].sum() == 0
+    expected = np.full(len(rows), counts.sum() / len(rows))
+    assert chi2_stat(counts[rows], expected) < chi2_critical(len(rows) - 1)
+
+
 @pytest.mark.parametrize("n_step", [1, 2], ids=["one-step", "n-step"])
 @pytest.mark.parametrize(
     "nbytes", [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 300]

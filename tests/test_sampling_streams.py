@@ -149,19 +149,19 @@ def fingerprint(batches: list[rlcore.TransitionBatch]) -> tuple[list[int], str]:
 PINS: dict[str, tuple[list[int], str]] = {
     "uniform": (
         [4, 15, 64, 38, 86, 41, 65, 29, 88, 6, 10, 15],
-        "472c90377f720ecc3971675de005e257e1a4ebee47854126e67475f96bc469bd",
+        "226f89b4f112cab3dd125a4210b0cfd00b9ccab4b054a76f1cd7ce8795f44c87",
     ),
     "uniform_partial_fill": (
-        [50, 54, 44, 122, 52, 213, 38, 119, 39, 133, 203, 115],
-        "99b2e8c62491d7d802b3c9cedad908bc347473e61d6dfe58fb0954d9104bfae0",
+        [50, 54, 44, 122, 52, 213, 38, 119, 39, 203, 115, 30],
+        "9205ffb595141c440954766429741fc191c48718bc9f06226e78799db0233c50",
     ),
     "nstep": (
-        [53, 38, 80, 79, 6, 12, 88, 19, 73, 65, 85, 41],
-        "1407576bcec5b10ffa7135c373d4de6dd7d6867ebd0db3b4b0d997a85b0d28dc",
+        [53, 38, 79, 6, 12, 19, 73, 65, 85, 31, 24, 41],
+        "850443615d4588fb2d51153f2fb364522e4926b006b1d0e47762f9577aedc2ab",
     ),
     "nstep_partial_fill": (
-        [28, 201, 11, 133, 132, 41, 124, 8, 49, 17, 61, 55],
-        "b533d738ba2a616241a259c724d029a234c82d0065cf7579a57d06617cf9a2d2",
+        [28, 201, 11, 133, 132, 41, 124, 8, 49, 17, 55, 100],
+        "7049de8c54d0a63cda1953566bd6da90541cd9cf7071f216782b041eb2846980",
     ),
     "per": (
         [6, 11, 15, 18, 20, 25, 26, 29, 33, 35, 38, 40],
@@ -169,11 +169,11 @@ PINS: dict[str, tuple[list[int], str]] = {
     ),
     "her_native": (
         [69, 105, 80, 31, 115, 11, 78, 58, 71, 82, 118, 28],
-        "4b9c787cb12047f441192c20db0a0d26d3f514d7a098919dd16c5adc25f73d62",
+        "c7bf201ba23de0e49d9d7a2ebab1e4f5dde12ec7044eb8943527eb7fb5261941",
     ),
     "her_python_reward": (
         [1, 11, 68, 113, 74, 31, 4, 8, 96, 16, 101, 90],
-        "94f79f83177c63dcfc1e73c3295b1745a0647bafad9ea7ede47e8974e78ed924",
+        "6a5fcb2266a76a98df2b4b5ff1ff88438d0a99bd46b468d23fdd171ebc1fde7e",
     ),
     "her_finished_only": (
         [71, 45, 112, 64, 63, 8, 45, 75, 105, 105, 37, 115],

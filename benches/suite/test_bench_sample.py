@@ -1,6 +1,8 @@
 """sample(256) and sample(256, n_step=3) from a full buffer at capacity 10k, 200k and 1M: the
 learner's per-gradient-step cost, which must not grow with capacity; and sample(32) and
-sample(1024) at 200k (the per-call overhead against the per-row cost).
+sample(1024) at 200k (the per-call overhead against the per-row cost); and sample(256) from 200k
+steps stored over 100k envs (2 rows each), against one env holding as many (issue 20: the draw
+locates a row's env in O(log N), so the cost must not grow with num_envs).
 
 Each sample(256) group also times the *floor* (issue 20): ``RawBuffer._floor_gather``, a bench-only
 Rust gather into the same fresh output arrays of the same bytes (observation, next row's
@@ -14,11 +16,13 @@ from typing import Any
 
 import pytest
 from conftest import (
+    ACT_DIM,
     BATCH,
     CAPACITY,
     GAMMA,
     LIBS,
     N_STEP,
+    OBS_DIM,
     build_cpprb,
     build_or_skip,
     build_rlcore,
@@ -30,6 +34,7 @@ from conftest import (
 )
 
 CAPACITIES = [10_000, 200_000, 1_000_000]
+MANY_ENVS = 100_000
 
 
 def _sample_op(lib: str, cap: int, batch: int = BATCH) -> tuple[Any, str]:
@@ -125,3 +130,37 @@ def test_sample_batch_size(benchmark: Any, lib: str, batch: int) -> None:
     op()
     tag(benchmark, f"sample({batch})", lib, note, capacity=CAPACITY)
     benchmark(op)
+
+
+def build_rlcore_many_envs(cap: int, n_envs: int) -> Any:
+    """``cap`` rows over ``n_envs`` env segments of ``cap // n_envs`` rows, every ring wrapped once
+    (one more vector step than a segment holds), no episode ending: what a large vectorised
+    collector leaves."""
+    import numpy as np
+    import rlcore
+
+    buf = rlcore.ReplayBuffer(cap, num_envs=n_envs, seed=0)
+    rng = np.random.default_rng(0)
+    act = rng.uniform(-1, 1, (n_envs, ACT_DIM)).astype(np.float32)
+    rew, flags = rng.standard_normal(n_envs).astype(np.float32), np.zeros(n_envs, bool)
+    obs = rng.standard_normal((n_envs, OBS_DIM)).astype(np.float32)
+    for _ in range(cap // n_envs + 1):
+        obs_next = rng.standard_normal((n_envs, OBS_DIM)).astype(np.float32)
+        buf.add(obs, act, rew, flags, flags, obs_next)
+        obs = obs_next
+    return buf
+
+
+def test_sample_many_envs(benchmark: Any) -> None:
+    """rlcore only: compared with its own sample(256) @ 200k (one env) by the targets."""
+    tag(benchmark, f"sample({BATCH}), {MANY_ENVS // 1000}k envs", "rlcore", capacity=CAPACITY)
+    buf = build_rlcore_many_envs(CAPACITY, MANY_ENVS)
+    buf.sample(BATCH)
+    tag(
+        benchmark,
+        f"sample({BATCH}), {MANY_ENVS // 1000}k envs",
+        "rlcore",
+        f"{MANY_ENVS} env segments of {CAPACITY // MANY_ENVS} rows (the same stored steps as one env)",
+        capacity=CAPACITY,
+    )
+    benchmark(lambda: buf.sample(BATCH))

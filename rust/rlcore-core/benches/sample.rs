@@ -287,7 +287,11 @@ fn main() -> Result<()> {
         let report = |name: &str, (m, lo, hi): (f64, f64, f64)| {
             println!("{cap:>8}  {name:<30} {m:8.2} µs  [{lo:.2}, {hi:.2}]");
         };
-        let want = |name: &str| name.contains(only.as_str());
+        // a filter "=NAME" takes the one case of that exact name
+        let want = |name: &str| match only.strip_prefix('=') {
+            Some(exact) => name == exact,
+            None => name.contains(only.as_str()),
+        };
         let mut out = Out::new();
         let mut core = filled(cap, false)?;
         let mut seed = 0u64;

@@ -12,6 +12,8 @@ use crate::storage::{Storage, F_TRANSITION};
 /// How many samples ahead the gather prefetches rows (software pipelining: enough misses in
 /// flight to hide memory latency, few enough not to overflow the miss buffers).
 const PREFETCH_AHEAD: usize = 12;
+// `sample_fused` queues the candidates in flight in a ring of 16 slots
+const _: () = assert!(PREFETCH_AHEAD <= 16);
 
 /// Caller-owned output arrays for one batch of B samples (C-contiguous, row-major).
 pub struct BatchOut<'a> {
@@ -211,7 +213,7 @@ pub(crate) fn draw_prioritized(per: &PerState, rng: &mut Rng, scratch: &mut Scra
 }
 
 impl Storage {
-    /// Hint the CPU to fetch the records of rows p and p + 1 (at most four cache lines).
+    /// Hint the CPU to fetch the records of row p and its next row (at most four cache lines).
     #[inline]
     fn prefetch(&self, p: usize) {
         self.prefetch_rows(p, 2, 256);
@@ -236,17 +238,32 @@ impl Storage {
         }
     }
 
-    /// Hint the CPU to fetch the records of rows p .. p + rows (at most `cap` bytes).
+    /// Hint the CPU to fetch the records of `rows` rows from row p on in ring order (at most
+    /// `cap` bytes): rows past the end of p's env segment are its first rows (with short
+    /// segments, e.g. many envs of a few rows each, a row's next row is often there).
     #[inline]
     pub(crate) fn prefetch_rows(&self, p: usize, rows: usize, cap: usize) {
+        let rec = self.schema.rec;
+        let end = (self.env_of(p) + 1) * self.seg;
+        if p + rows <= end {
+            self.prefetch_bytes(p * rec, (rows * rec).min(cap));
+            return;
+        }
+        let here = end - p;
+        let first = (here * rec).min(cap);
+        self.prefetch_bytes(p * rec, first);
+        let start = (end - self.seg) * rec;
+        self.prefetch_bytes(start, ((rows - here) * rec).min(cap - first));
+    }
+
+    /// Hint the CPU to fetch `len` bytes of the rows' memory from byte `from` on.
+    #[inline]
+    fn prefetch_bytes(&self, from: usize, len: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             let bytes = self.bytes();
-            let start = p * self.schema.rec;
-            let stop = ((p + rows) * self.schema.rec)
-                .min(bytes.len())
-                .min(start + cap);
-            let mut o = start;
+            let stop = (from + len).min(bytes.len());
+            let mut o = from;
             while o < stop {
                 // SAFETY: prefetch is a hint and never faults; the address is inside `bytes`.
                 unsafe {
@@ -259,7 +276,7 @@ impl Storage {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (p, rows, cap);
+        let _ = (from, len);
     }
 
     /// (whether every segment is full, number of alive rows): the candidate draw's range.
@@ -283,7 +300,9 @@ impl Storage {
     /// Draw B rows uniformly among alive transitions into `plans[i].p`: uniform alive rows,
     /// rejecting the non-transition ones (at least about half of all alive rows are
     /// transitions, so this takes < 2 draws per sample on average). All first candidates are
-    /// prefetched before any is read, so the cache misses of a batch overlap.
+    /// prefetched before any is read, so the cache misses of a batch overlap; so are the
+    /// replacements of each round of rejections (in sample order, one per rejected sample a
+    /// round), so a retry does not wait for memory either.
     pub(crate) fn draw_uniform(&self, rng: &mut Rng, plans: &mut [Plan]) {
         let (all_full, total) = self.alive_rows();
         // every first candidate in flight before any is read: the check below does so little
@@ -292,9 +311,15 @@ impl Storage {
             pl.p = self.candidate(rng, all_full, total);
             self.prefetch(pl.p);
         }
-        for pl in plans.iter_mut() {
-            while self.flag(pl.p) & F_TRANSITION == 0 {
-                pl.p = self.candidate(rng, all_full, total);
+        let mut rejected = true;
+        while rejected {
+            rejected = false;
+            for pl in plans.iter_mut() {
+                if self.flag(pl.p) & F_TRANSITION == 0 {
+                    pl.p = self.candidate(rng, all_full, total);
+                    self.prefetch(pl.p);
+                    rejected = true;
+                }
             }
         }
     }
@@ -443,6 +468,11 @@ impl Storage {
     /// check, walk the n-step window (as `plan_windows`), write the scalar fields, with the
     /// records of the next `PREFETCH_AHEAD` candidates and their windows already in flight;
     /// then copy the columns of the chosen rows (now in cache) one column at a time.
+    ///
+    /// Candidates form one queue in draw order, topped up to `min(B - i, PREFETCH_AHEAD)`
+    /// before sample i takes its first valid one, so a rejected candidate (a row that holds no
+    /// transition) is replaced by one already in flight: with many short env segments, where up
+    /// to half of all alive rows are rejected, no retry waits for memory.
     pub(crate) fn sample_fused(
         &self,
         rng: &mut Rng,
@@ -457,22 +487,24 @@ impl Storage {
         pairs.clear();
         // a window reads rows t .. t + n (its next observation included)
         let (ahead_rows, ahead_bytes) = (n_step + 1, 64 * (2 + (n_step + 1) * sc.rec / 64));
-        let mut ring = [0usize; PREFETCH_AHEAD];
-        for slot in ring.iter_mut().take(b.min(PREFETCH_AHEAD)) {
-            *slot = self.candidate(rng, all_full, total);
-            self.prefetch_rows(*slot, ahead_rows, ahead_bytes);
-        }
+        // candidates taken .. drawn are queued, candidate k in slot k % 16 (at most
+        // PREFETCH_AHEAD < 16 at a time)
+        let mut queue = [0usize; 16];
+        let (mut drawn, mut taken) = (0usize, 0usize);
         for i in 0..b {
-            let slot = i % PREFETCH_AHEAD;
-            let mut p = ring[slot];
-            if i + PREFETCH_AHEAD < b {
-                let c = self.candidate(rng, all_full, total);
-                self.prefetch_rows(c, ahead_rows, ahead_bytes);
-                ring[slot] = c;
-            }
-            while self.flag(p) & F_TRANSITION == 0 {
-                p = self.candidate(rng, all_full, total);
-            }
+            let p = loop {
+                while drawn - taken < PREFETCH_AHEAD.min(b - i) {
+                    let c = self.candidate(rng, all_full, total);
+                    self.prefetch_rows(c, ahead_rows, ahead_bytes);
+                    queue[drawn % 16] = c;
+                    drawn += 1;
+                }
+                let c = queue[taken % 16];
+                taken += 1;
+                if self.flag(c) & F_TRANSITION != 0 {
+                    break c;
+                }
+            };
             // the window: m = min(n, first k >= 1 whose row t + k is not a transition)
             let mut last = p;
             let mut q = self.next_row(p);
