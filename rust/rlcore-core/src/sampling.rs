@@ -422,7 +422,8 @@ impl Storage {
         );
         let ahead = |pl: &Plan| {
             if rows > 0 {
-                let p = pl.p + from;
+                // (from <= 2 <= seg_len rows)
+                let p = self.row_after(pl.p, from);
                 self.prefetch_rows(p, rows, 64 * (2 + rows * self.schema.rec / 64))
             }
         };

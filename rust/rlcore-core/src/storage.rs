@@ -324,11 +324,17 @@ impl Storage {
     /// Next physical row in the same env segment (ring order).
     #[inline]
     pub(crate) fn next_row(&self, p: usize) -> usize {
+        self.row_after(p, 1)
+    }
+
+    /// The physical row `k <= seg_len` rows after row p in its env segment's ring order.
+    #[inline]
+    pub(crate) fn row_after(&self, p: usize, k: usize) -> usize {
         let end = (self.env_of(p) + 1) * self.seg;
-        if p + 1 == end {
-            p + 1 - self.seg
+        if p + k >= end {
+            p + k - self.seg
         } else {
-            p + 1
+            p + k
         }
     }
 

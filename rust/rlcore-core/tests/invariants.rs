@@ -382,9 +382,85 @@ proptest! {
 
 /// HER: goals come from the same episode at a step >= t (future) even after the ring wrapped
 /// twice (CASES.md #9), and the native reward is the Fetch threshold reward.
-#[test]
-fn her_future_goals_stay_in_episode_after_wrap() {
-    let seg = 10;
+/// One step of a one-env goal stream into a HER core: achieved goal `ag_before` before the
+/// step and `ag` after it, desired goal -1, reward -1, truncated as given.
+fn her_step(core: &mut ReplayCore, ag_before: f64, ag: f64, truncated: bool) {
+    let o = f64s(&[ag_before]);
+    let dg = f64s(&[-1.0]);
+    let on = f64s(&[ag]);
+    let sh = [1usize];
+    let obs = [
+        (
+            "achieved_goal",
+            Array {
+                dtype: DType::F64,
+                shape: &sh,
+                data: &o,
+            },
+        ),
+        (
+            "desired_goal",
+            Array {
+                dtype: DType::F64,
+                shape: &sh,
+                data: &dg,
+            },
+        ),
+    ];
+    let obs_next = [
+        (
+            "achieved_goal",
+            Array {
+                dtype: DType::F64,
+                shape: &sh,
+                data: &on,
+            },
+        ),
+        (
+            "desired_goal",
+            Array {
+                dtype: DType::F64,
+                shape: &sh,
+                data: &dg,
+            },
+        ),
+    ];
+    let act = 0f32.to_ne_bytes();
+    let rew = (-1f32).to_ne_bytes();
+    let term = [0u8];
+    let trunc = [truncated as u8];
+    let s = Steps {
+        obs: Obs::Dict(&obs),
+        act: Array {
+            dtype: DType::F32,
+            shape: &[],
+            data: &act,
+        },
+        rew: Array {
+            dtype: DType::F32,
+            shape: &[],
+            data: &rew,
+        },
+        terminated: Array {
+            dtype: DType::U8,
+            shape: &[],
+            data: &term,
+        },
+        truncated: Array {
+            dtype: DType::U8,
+            shape: &[],
+            data: &trunc,
+        },
+        obs_next: Obs::Dict(&obs_next),
+        extras: &[],
+        mask: None,
+        env_ids: None,
+    };
+    core.add(&s).unwrap();
+}
+
+/// A one-env HER core of `seg` rows ("future" goals, k = 4, native reward at distance 0.5).
+fn her_core(seg: usize) -> ReplayCore {
     let mut core = ReplayCore::new(seg, 1, 3).unwrap();
     core.enable_her(HerConfig {
         strategy: GoalStrategy::Future,
@@ -396,84 +472,61 @@ fn her_future_goals_stay_in_episode_after_wrap() {
         exact_ratio: false,
     })
     .unwrap();
+    core
+}
+
+/// HER n-step windows on a full one-env ring whose last physical row holds a transition: the
+/// window walk's prefetch wraps at the segment's end (drawing that row once overflowed the
+/// prefetch's row arithmetic, a panic in builds with overflow checks). Each window stays in the
+/// episode and spans min(3, steps left) steps.
+#[test]
+fn her_nstep_windows_wrap_at_the_segment_end() {
+    let seg = 10;
+    let mut core = her_core(seg);
+    // one running episode of 12 steps: achieved goal t before step t, t + 1 after it
+    for t in 0..12 {
+        her_step(&mut core, t as f64, t as f64 + 1.0, false);
+    }
+    let b = 500;
+    let mut out = Out::new(b, 1);
+    let (mut ag, mut dg, mut ag_n, mut dg_n) = (
+        vec![0u8; b * 8],
+        vec![0u8; b * 8],
+        vec![0u8; b * 8],
+        vec![0u8; b * 8],
+    );
+    let mut bo = out.batch(false);
+    bo.obs = vec![&mut ag[..], &mut dg[..]];
+    bo.obs_next = vec![&mut ag_n[..], &mut dg_n[..]];
+    core.sample(b, 3, 0.9, &mut bo, None).unwrap();
+    drop(bo);
+    let rd = |v: &[u8], i: usize| f64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
+    assert!(
+        out.idx.contains(&(seg as i64 - 1)),
+        "the last physical row was never drawn"
+    );
+    for i in 0..b {
+        let (before, after) = (rd(&ag, i), rd(&ag_n, i));
+        // 13 rows (12 steps and the open row) in 10: the oldest alive step is 3, the newest 11
+        assert!((3.0..=11.0).contains(&before), "step {before}");
+        assert_eq!(
+            after - before,
+            3f64.min(12.0 - before),
+            "window of step {before}"
+        );
+    }
+}
+
+#[test]
+fn her_future_goals_stay_in_episode_after_wrap() {
+    let mut core = her_core(10);
     // episodes of length 4: achieved goal after step t of episode k = 100 k + t + 1
     let mut ag = 0.0f64;
     for k in 0..8 {
         for t in 0..4 {
             let ag_before = if t == 0 { 100.0 * k as f64 } else { ag };
             ag = 100.0 * k as f64 + t as f64 + 1.0;
-            let o = f64s(&[ag_before]);
-            let dg = f64s(&[-1.0]);
-            let on = f64s(&[ag]);
-            let sh = [1usize];
-            let obs = [
-                (
-                    "achieved_goal",
-                    Array {
-                        dtype: DType::F64,
-                        shape: &sh,
-                        data: &o,
-                    },
-                ),
-                (
-                    "desired_goal",
-                    Array {
-                        dtype: DType::F64,
-                        shape: &sh,
-                        data: &dg,
-                    },
-                ),
-            ];
-            let obs_next = [
-                (
-                    "achieved_goal",
-                    Array {
-                        dtype: DType::F64,
-                        shape: &sh,
-                        data: &on,
-                    },
-                ),
-                (
-                    "desired_goal",
-                    Array {
-                        dtype: DType::F64,
-                        shape: &sh,
-                        data: &dg,
-                    },
-                ),
-            ];
-            let act = 0f32.to_ne_bytes();
-            let rew = (-1f32).to_ne_bytes();
-            let term = [0u8];
-            let trunc = [(t == 3) as u8];
-            let s = Steps {
-                obs: Obs::Dict(&obs),
-                act: Array {
-                    dtype: DType::F32,
-                    shape: &[],
-                    data: &act,
-                },
-                rew: Array {
-                    dtype: DType::F32,
-                    shape: &[],
-                    data: &rew,
-                },
-                terminated: Array {
-                    dtype: DType::U8,
-                    shape: &[],
-                    data: &term,
-                },
-                truncated: Array {
-                    dtype: DType::U8,
-                    shape: &[],
-                    data: &trunc,
-                },
-                obs_next: Obs::Dict(&obs_next),
-                extras: &[],
-                mask: None,
-                env_ids: None,
-            };
-            core.add(&s).unwrap();
+            her_step(&mut core, ag_before, ag, t == 3);
         }
     }
     let b = 2000;
