@@ -197,17 +197,20 @@ def test_eval_every_without_eval_envs_is_a_typed_error(kind: str) -> None:
 
 # Recorded from rlcore before the trainer merge (GAILTrainer, a subclass of OnPolicyTrainer), same
 # machine, and re-recorded once since, when on-policy acting on the CPU moved to numpy with its own
-# generator (CHANGELOG, 0.9.0 "Changed": a new action stream, the same code path): per iteration
+# generator (CHANGELOG, 0.9.0 "Changed": a new action stream, the same code path), and again when
+# the uniform draw's rejected candidates were replaced from its prefetched queue (CHANGELOG,
+# "Uniform and HER sampling streams": the expert batches differ; only the discriminator's loss and
+# reward moved, in the third significant digit): per iteration
 # (env_steps, grad_steps, rollout episodes, rollout return_mean, train/disc_loss,
 # train/learned_reward, eval return_mean or None).
 GAIL_BEFORE = [
-    (61, 3, 3, 14.666666666666666, 8.287701606750488, 0.7175517678260803, None),
-    (122, 6, 3, 17.333333333333332, 7.998445510864258, 0.7201032638549805, 99.0),
-    (184, 9, 2, 31.5, 7.679563522338867, 0.708341121673584, None),
-    (245, 12, 3, 19.0, 7.581113815307617, 0.6953558325767517, 47.0),
-    (305, 15, 4, 20.0, 7.213042259216309, 0.7159274816513062, None),
-    (367, 18, 2, 16.0, 6.8058366775512695, 0.7139816284179688, 53.0),
-    (429, 21, 2, 44.0, 6.626400947570801, 0.7340940833091736, 51.0),
+    (61, 3, 3, 14.666666666666666, 8.257007598876953, 0.7175517678260803, None),
+    (122, 6, 3, 17.333333333333332, 8.017603874206543, 0.7201378345489502, 99.0),
+    (184, 9, 2, 31.5, 7.681529521942139, 0.7083727717399597, None),
+    (245, 12, 3, 19.0, 7.538428783416748, 0.6954032778739929, 47.0),
+    (305, 15, 4, 20.0, 7.220897674560547, 0.7159656882286072, None),
+    (367, 18, 2, 16.0, 6.717159271240234, 0.7140315175056458, 53.0),
+    (429, 21, 2, 44.0, 6.665399551391602, 0.7342421412467957, 51.0),
 ]
 
 
