@@ -492,6 +492,13 @@ impl Storage {
         // PREFETCH_AHEAD < 16 at a time)
         let mut queue = [0usize; 16];
         let (mut drawn, mut taken) = (0usize, 0usize);
+        // the scalar outputs cut to B rows once, so that the loop's writes need no bounds checks
+        let (rew_out, term_out, trunc_out) = (
+            &mut out.rew[..b],
+            &mut out.terminated[..b],
+            &mut out.truncated[..b],
+        );
+        let (disc_out, idx_out) = (&mut out.discount[..b], &mut out.indices[..b]);
         for i in 0..b {
             let p = loop {
                 while drawn - taken < PREFETCH_AHEAD.min(b - i) {
@@ -521,11 +528,11 @@ impl Storage {
             }
             pairs.push(p, q);
             let term = self.term(last);
-            out.rew[i] = acc as f32;
-            out.terminated[i] = term;
-            out.truncated[i] = self.trunc(last);
-            out.discount[i] = (g * (1 - term) as f64) as f32;
-            out.indices[i] = p as i64;
+            rew_out[i] = acc as f32;
+            term_out[i] = term;
+            trunc_out[i] = self.trunc(last);
+            disc_out[i] = discount(g, term);
+            idx_out[i] = p as i64;
         }
         // the rows' lines are in cache now: copy the columns, one specialised loop per column
         self.gather_columns(pairs, out);
@@ -607,15 +614,25 @@ impl Storage {
             out.rew[i] = rew as f32;
             out.terminated[i] = term;
             out.truncated[i] = self.trunc(pl.last);
-            out.discount[i] = (g_m * (1 - term) as f64) as f32;
+            out.discount[i] = discount(g_m, term);
             out.indices[i] = pl.p as i64;
         }
         self.gather_columns(pairs, out);
     }
 }
 
-/// Only alive transition rows are ever drawn; reaching this is a bug in the core.
-#[cold]
+/// A sample's discount `gamma^m (1 - terminated)` as float32, from `g_m = gamma^m` (finite and
+/// not negative) and the window's last terminated flag (0 or 1): `g_m` or 0, the same bits as
+/// the product, without its conversions.
+#[inline]
+fn discount(g_m: f64, terminated: u8) -> f32 {
+    if terminated == 0 {
+        g_m as f32
+    } else {
+        0.0
+    }
+}
+
 /// `sum_k gamma^k r_k` in f64 (Sutton & Barto 2018, eq. 7.1), the first term taken as is, so that
 /// a window of `-0.0` rewards (gymnasium-robotics' sparse reward on success) sums to `-0.0`, as
 /// a float sum of them does in NumPy; 0 for no terms. Returns (the sum, gamma^m) for m terms.
@@ -630,6 +647,8 @@ pub(crate) fn discounted_sum(rews: impl Iterator<Item = f64>, gamma: f64) -> (f6
     (acc.unwrap_or(0.0), disc)
 }
 
+/// Only alive transition rows are ever drawn; reaching this is a bug in the core.
+#[cold]
 fn internal_row_error() -> CoreError {
     CoreError::corrupt("rlcore internal error: drew a row that holds no data; please report it")
 }
