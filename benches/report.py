@@ -565,7 +565,7 @@ def check_targets(
             verdict = "met" if r >= t["min"] else f"missed ({r / t['min']:.0%} of target)"
             out.append((t["name"], f"{r:.2f}× ({fmt_us(b)} / {fmt_us(a)} µs)", verdict))
         else:
-            a, b = _med(groups, t["group"], lib), _med(groups, t["base"], lib)
+            a, b = _med(groups, t["group"], lib), _med(groups, t["base"], t.get("base_lib", lib))
             if a is None or b is None:
                 out.append((t["name"], "not measured", "–"))
                 continue

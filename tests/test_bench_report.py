@@ -344,6 +344,24 @@ def test_floor_rows_give_the_distance_to_the_floor_in_the_headline_and_their_own
     assert bench.floor_table(bench.by_group([row(g, "rlcore", 1e-6)])) == []
 
 
+def test_a_cost_target_can_compare_two_rows_of_one_group() -> None:
+    """``base_lib`` names the base row: two rlcore variants timed back to back in one group (issue
+    20: sample on 100k envs against one env) make a cost target of their own."""
+
+    def row(lib: str, median: float) -> dict[str, object]:
+        return {"group": "g @ 200k", "op": "g", "lib": lib, "median": median, "iqr": 0.0, "min": median,
+                "rounds": 1, "unit": "us", "capacity": 200_000, "obs": None, "note": "", "disk_bytes": None,
+                "runs": 1, "spread": 0.0}
+
+    groups = bench.by_group([row("rlcore (1 env)", 10.0), row("rlcore (100k envs)", 14.0)])
+    t = {"name": "n", "group": "g @ 200k", "lib": "rlcore (100k envs)", "base": "g @ 200k",
+         "base_lib": "rlcore (1 env)", "max": 1.5}
+    assert bench.check_targets(groups, [t]) == [("n", "1.40 (14.0 / 10.0 µs)", "met")]
+    assert bench.check_targets(groups, [{**t, "max": 1.3}])[0][2] == "missed (limit 1.3)"
+    # without base_lib the base is the same row: 1.0
+    assert bench.check_targets(groups, [{k: v for k, v in t.items() if k != "base_lib"}])[0][1].startswith("1.00 ")
+
+
 def test_atari_memory_is_drawn_and_the_report_shows_the_chart(tmp_path: Path) -> None:
     """``make bench`` plots bytes per transition of the Atari case: one bar per library, the floor
     as a line, the image linked under the memory table (issue 19)."""
