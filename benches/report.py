@@ -500,12 +500,15 @@ def short_label(group: str) -> str:
 
 def headline_groups(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
     """The groups of the headline table: one per operation, at capacity 200k where measured at several
-    (HER at 100k, PER at 1M); not sample(32)/(1024), the observation-size scale or the GPU."""
+    (HER at 100k, PER at 1M); not sample(32)/(1024), the observation-size scale, the GPU or groups
+    of rlcore variants only (e.g. sample over envs)."""
     wanted = []
     for g, rs in groups.items():
         cap = rs[0]["capacity"]
         op = rs[0]["op"]
         if is_gpu(g) or rs[0]["obs"] is not None or op.startswith(("sample(32)", "sample(1024)")):
+            continue
+        if not any(r["lib"] == "rlcore" for r in rs):  # rlcore variants against each other only
             continue
         if (
             cap in (None, 200_000)
