@@ -243,8 +243,7 @@ impl Storage {
     /// segments, e.g. many envs of a few rows each, a row's next row is often there).
     #[inline]
     pub(crate) fn prefetch_rows(&self, p: usize, rows: usize, cap: usize) {
-        let rec = self.schema.rec;
-        let end = (self.env_of(p) + 1) * self.seg;
+        let (rec, end) = (self.schema.rec, self.seg_end(p));
         if p + rows <= end {
             self.prefetch_bytes(p * rec, (rows * rec).min(cap));
             return;

@@ -327,10 +327,16 @@ impl Storage {
         self.row_after(p, 1)
     }
 
+    /// One past the last physical row of the env segment holding row p.
+    #[inline]
+    pub(crate) fn seg_end(&self, p: usize) -> usize {
+        (self.env_of(p) + 1) * self.seg
+    }
+
     /// The physical row `k <= seg_len` rows after row p in its env segment's ring order.
     #[inline]
     pub(crate) fn row_after(&self, p: usize, k: usize) -> usize {
-        let end = (self.env_of(p) + 1) * self.seg;
+        let end = self.seg_end(p);
         if p + k >= end {
             p + k - self.seg
         } else {
