@@ -7,6 +7,10 @@ use crate::error::{CoreError, Result};
 use crate::mem::alloc;
 use crate::sumtree::SumTree;
 
+/// How many updates of a batch ahead [`PerState::update`] requests the lines it will read
+/// (requesting the whole batch at once overflows the miss buffers, which then drop requests).
+const UPDATE_AHEAD: usize = 16;
+
 /// The largest priority `(p + eps)^alpha` a row can hold. A buffer has fewer than 2^64 rows, so
 /// the total priority mass stays below 2^64 * 1e280 ≈ 1.8e299, finite in float64 with room to
 /// spare, whatever sequence of adds (new rows get the running maximum, itself at most this) and
@@ -156,14 +160,29 @@ impl PerState {
             }
             updates.push((i as usize, v));
         }
-        // the checks below read `handed_out` and the trees at random rows: start every miss of
-        // the batch before the first is waited for
-        for &(r, _) in &updates {
+        let before = updates.len();
+        // the checks read `handed_out` and the trees at random rows: each update's lines are
+        // requested UPDATE_AHEAD updates before they are read, so the misses of a batch overlap
+        let ahead = |r: usize| {
             self.tree.prefetch_leaf(r);
             crate::mem::prefetch(&self.handed_out[r]);
+        };
+        updates
+            .iter()
+            .take(UPDATE_AHEAD)
+            .for_each(|&(r, _)| ahead(r));
+        let mut kept = 0;
+        for i in 0..updates.len() {
+            if let Some(&(r, _)) = updates.get(i + UPDATE_AHEAD) {
+                ahead(r);
+            }
+            let (r, v) = updates[i];
+            if transition_abs(r) == Some(self.handed_out[r]) {
+                updates[kept] = (r, v);
+                kept += 1;
+            }
         }
-        let before = updates.len();
-        updates.retain(|&(r, _)| transition_abs(r) == Some(self.handed_out[r]));
+        updates.truncate(kept);
         for &(_, v) in &updates {
             self.max_p = self.max_p.max(v);
         }

@@ -18,6 +18,9 @@
 /// Children per node: one cache line of `f64`.
 const K: usize = 8;
 
+/// How many descents of a batch ahead [`SumTree::find_batch`] requests the line it will read.
+const DESCENT_AHEAD: usize = 16;
+
 /// One node's children: their sums (or minima), in one cache line.
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
@@ -414,24 +417,30 @@ impl SumTree {
     }
 
     /// [`SumTree::find`] for a whole batch, descending all of them one level at a time: the
-    /// loads of one level are independent and all requested (prefetched) before the first is
-    /// read, so their cache misses overlap instead of queuing up behind each other. `us` is consumed (left holding the residual masses); `out[i]`
-    /// receives the leaf of `us[i]`.
+    /// loads of one level are independent, and each is requested (prefetched) `DESCENT_AHEAD`
+    /// descents before it is read, so their cache misses overlap instead of queuing up behind
+    /// each other (requesting a whole level at once overflows the miss buffers, which then drop
+    /// requests). `us` is consumed (left holding the residual masses); `out[i]` receives the
+    /// leaf of `us[i]`.
     pub fn find_batch(&self, us: &mut [f64], out: &mut [usize]) {
         debug_assert_eq!(us.len(), out.len());
         out.iter_mut().for_each(|x| *x = 0);
+        let n = out.len();
         for l in (0..self.level_at.len()).rev() {
             let at = self.level_at[l];
-            // every line of this level the batch needs is requested before any is read
-            for &e in out.iter() {
+            let request = |e: usize| {
                 if let Some(line) = self.sum.get(at + e) {
                     crate::mem::prefetch(line);
                 }
-            }
-            for (e, u) in out.iter_mut().zip(us.iter_mut()) {
-                let (j, rest) = Self::pick(&self.sum[at + *e], *u);
-                *u = rest;
-                *e = *e * K + j;
+            };
+            out.iter().take(DESCENT_AHEAD).for_each(|&e| request(e));
+            for i in 0..n {
+                if let Some(&ahead) = out.get(i + DESCENT_AHEAD) {
+                    request(ahead);
+                }
+                let (j, rest) = Self::pick(&self.sum[at + out[i]], us[i]);
+                us[i] = rest;
+                out[i] = out[i] * K + j;
             }
         }
     }
