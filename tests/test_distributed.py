@@ -329,6 +329,68 @@ def test_per_frequencies_and_weights(ray_session):
     sharded.close()
 
 
+def test_a_refused_priority_update_changes_no_shard(ray_session):
+    """The sharded updates are all or nothing, as the local buffer's: a bad priority (or TD error)
+    in one shard's part is refused before any shard gets its part, at the call itself (not only
+    with wait=True), and every shard keeps its priorities. Until 0.2 each shard got its part
+    and only the shard with the bad value refused it, silently unless wait=True."""
+    _, sharded = _per_pair(2, 0.7, 0.5)
+    b = sharded.sample(256)
+    shard_of = b.indices // sharded.shard_capacity
+    # one sample from each shard, the bad value in the part of the shard listed last
+    i0, i1 = int(np.flatnonzero(shard_of == 0)[0]), int(np.flatnonzero(shard_of == 1)[0])
+    idx = np.array([b.indices[i0], b.indices[i1]])
+    sharded.update_priorities(idx, [2.0, 3.0], wait=True)
+
+    def masses():
+        return [m for _, m, _ in ray.get([s.stats.remote() for s in sharded.shards])]
+
+    before = masses()
+    for bad in (np.nan, -1.0, np.inf):
+        with pytest.raises(rlcore.errors.InvalidValueError, match="priority"):
+            sharded.update_priorities(idx, [5.0, bad])  # wait=False: refused at the call
+        with pytest.raises(rlcore.errors.InvalidValueError, match="priority"):
+            sharded.update_priorities(idx[::-1], [bad, 5.0], wait=True)
+    # sequences: the second sequence (shard 1) has no valid step, or a non-finite TD error
+    td, mask = np.ones((2, 3)), np.ones((2, 3), bool)
+    mask[1] = False
+    with pytest.raises(rlcore.errors.InvalidValueError, match="no valid step"):
+        sharded.update_sequence_priorities(idx, td, mask=mask)
+    td[1, 2] = np.nan
+    with pytest.raises(rlcore.errors.InvalidValueError, match="finite"):
+        sharded.update_sequence_priorities(idx, td)
+    with pytest.raises(rlcore.errors.InvalidValueError, match="eta"):
+        sharded.update_sequence_priorities(idx, np.ones((2, 3)), eta=1.5)
+    with pytest.raises(rlcore.errors.ShapeError):
+        sharded.update_sequence_priorities(idx, np.ones((2, 3)), mask=np.ones((2, 2), bool))
+    with pytest.raises(rlcore.errors.DTypeError):
+        sharded.update_sequence_priorities(idx, np.ones((2, 3), bool))
+    ray.get([s.len.remote() for s in sharded.shards])  # every queued call has run
+    assert masses() == before
+    # a valid sequence update still lands: p = eta * max + (1 - eta) * mean over the valid steps
+    td = np.array([[1.0, -3.0, 2.0], [4.0, 0.0, 0.0]])
+    mask = np.array([[True, True, False], [True, False, False]])
+    assert sharded.update_sequence_priorities(idx, td, mask=mask, eta=0.5, wait=True) == 0
+    p0, p1 = (0.5 * 3 + 0.5 * 2 + 1e-6) ** 0.7, (4.0 + 1e-6) ** 0.7
+    after = masses()
+    assert after[0] - before[0] == pytest.approx(p0 - (2.0 + 1e-6) ** 0.7, rel=1e-9)
+    assert after[1] - before[1] == pytest.approx(p1 - (3.0 + 1e-6) ** 0.7, rel=1e-9)
+    sharded.close()
+
+
+def test_uniform_shards_refuse_priority_updates_at_the_call(ray_session):
+    sharded = ShardedReplayBuffer(
+        functools.partial(rlcore.ReplayBuffer, 300), num_shards=2, num_envs=2, chunk_rows=16, seed=4
+    )
+    _fill([sharded], 2, 20, seed=5)
+    idx = sharded.sample(4).indices
+    with pytest.raises(rlcore.errors.ApiUsageError, match="prioritized"):
+        sharded.update_priorities(idx, np.ones(4))
+    with pytest.raises(rlcore.errors.ApiUsageError, match="prioritized"):
+        sharded.update_sequence_priorities(idx, np.ones((4, 2)))
+    sharded.close()
+
+
 # -- sequences ----------------------------------------------------------------------------------
 
 

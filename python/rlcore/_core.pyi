@@ -33,7 +33,9 @@ __all__ = [
     "__version__",
     "_compute_gae",
     "_compute_nstep_returns",
+    "_check_priorities",
     "_crc32c",
+    "_sequence_priorities",
     "_state_layout",
 ]
 
@@ -189,3 +191,5 @@ def _state_layout(
     frame_stack: int | None = None,
 ) -> list[tuple[str, str, list[int]]]: ...
 def _crc32c(data: np.ndarray, value: int = 0) -> int: ...
+def _check_priorities(priorities: np.ndarray, alpha: float, eps: float) -> None: ...
+def _sequence_priorities(b: int, td_errors: np.ndarray, mask: np.ndarray | None, eta: float) -> np.ndarray: ...

@@ -170,12 +170,6 @@ class BufferShard:
             fields = tuple(batch)
         return fields, self.sequence_stats(seq_len, burn_in, pad)
 
-    def update_sequence_priorities(
-        self, start_indices: np.ndarray, td_errors: np.ndarray, mask: np.ndarray | None, eta: float
-    ) -> int:
-        """As ``PrioritizedReplayBuffer.update_sequence_priorities``."""
-        return self.buffer.update_sequence_priorities(start_indices, td_errors, mask=mask, eta=eta)
-
     def set_beta(self, beta: float) -> None:
         self.buffer.beta = beta
 

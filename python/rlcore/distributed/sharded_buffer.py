@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from rlcore._core import _check_priorities, _sequence_priorities
 from rlcore.batch import TransitionBatch
 from rlcore.buffers.sequences import SequenceBatch, state_names
 from rlcore.distributed.prefetch import PrefetchingSampler
@@ -432,31 +433,26 @@ class ShardedReplayBuffer:
         return idx // self.shard_capacity, idx % self.shard_capacity
 
     def update_priorities(self, indices: Any, priorities: Any, *, wait: bool = False) -> int | None:
-        """Set ``(|p| + eps)^alpha`` as the priorities of global ``indices`` ``[B]`` (int64) with
+        """Set ``(p + eps)^alpha`` as the priorities of global ``indices`` ``[B]`` (int64) with
         ``priorities`` ``[B]`` (float), each sent to its shard (one call per shard involved).
+        The whole update is checked before any shard gets its part (the checks of
+        ``PrioritizedReplayBuffer.update_priorities``), so a refused update changes no shard.
 
         Returns ``None`` at once; with ``wait=True``, waits and returns how many rows were skipped
         because they were overwritten meanwhile (as the local buffer does).
 
         Raises:
+            ApiUsageError: the shards are not prioritized buffers.
             ShapeError: the arrays are not both ``[B]``.
-            InvalidValueError: an index outside ``[0, capacity)``; with ``wait=True`` also the
-                core's errors (negative or NaN priorities).
+            InvalidValueError: an index outside ``[0, capacity)``; a negative, NaN or infinite
+                priority, or one whose ``(p + eps)^alpha`` exceeds ``MAX_PRIORITY``.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1) if np.ndim(indices) else np.asarray([indices])
         prio = np.asarray(priorities, dtype=np.float64).reshape(-1)
         if idx.shape != prio.shape:
             raise ShapeError(f"update_priorities: {idx.shape[0]} indices but {prio.shape[0]} priorities")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.capacity):
-            raise InvalidValueError(f"update_priorities: indices must be in [0, {self.capacity})")
-        shard_B, row_B = self.shard_of(idx)
-        refs = []
-        for s in np.unique(shard_B):
-            sel = shard_B == s
-            refs.append(self.shards[int(s)].update_priorities.remote(row_B[sel], prio[sel]))
-        if not wait:
-            return None
-        return int(sum(_ray().get(refs)))
+        self._check_update("update_priorities", idx, prio)
+        return self._send_priorities(idx, prio, wait)
 
     def update_sequence_priorities(
         self,
@@ -468,36 +464,47 @@ class ShardedReplayBuffer:
         wait: bool = False,
     ) -> int | None:
         """``PrioritizedReplayBuffer.update_sequence_priorities`` for global ``start_indices``
-        ``[B]`` (a batch's ``start_indices``), ``td_errors`` ``[B, T]`` and ``mask`` ``[B, T]``,
-        each sequence sent to its shard (one call per shard involved).
+        ``[B]`` (a batch's ``start_indices``), ``td_errors`` ``[B, T]`` and ``mask`` ``[B, T]``:
+        each sequence's priority (R2D2's mixture, computed here by the core) is sent to its
+        shard (one call per shard involved). The whole update is checked first, so a refused
+        update changes no shard.
 
         Returns ``None`` at once; with ``wait=True``, waits and returns how many start rows were
         skipped (overwritten meanwhile).
 
         Raises:
+            ApiUsageError: the shards are not prioritized buffers.
             ShapeError: ``start_indices`` is not ``[B]`` or ``td_errors``/``mask`` not ``[B, T]``.
-            InvalidValueError: an index outside ``[0, capacity)``; with ``wait=True`` also the
-                core's errors (non-finite TD errors, eta outside [0, 1], a row without a valid step).
+            DTypeError: bool TD errors, a float mask.
+            InvalidValueError: an index outside ``[0, capacity)``, a non-finite TD error, eta
+                outside [0, 1], a sequence without a valid step, a priority above
+                ``MAX_PRIORITY`` after ``(p + eps)^alpha``.
         """
         idx = np.asarray(start_indices, dtype=np.int64)
-        td = np.asarray(td_errors)
-        m = None if mask is None else np.asarray(mask)
-        if idx.ndim != 1 or td.ndim != 2 or td.shape[0] != idx.shape[0] or (m is not None and m.shape != td.shape):
-            raise ShapeError(
-                f"update_sequence_priorities: need start_indices [B], td_errors [B, T] and mask [B, T]; got "
-                f"{idx.shape}, {td.shape}, {None if m is None else m.shape}"
-            )
+        if idx.ndim != 1:
+            raise ShapeError(f"update_sequence_priorities: start_indices must be [B], got shape {idx.shape}")
+        if self.alpha is None:
+            raise ApiUsageError("update_sequence_priorities needs a prioritized buffer")
+        prio = _sequence_priorities(idx.shape[0], np.asarray(td_errors), mask, float(eta))
+        self._check_update("update_sequence_priorities", idx, prio)
+        return self._send_priorities(idx, prio, wait)
+
+    def _check_update(self, what: str, idx: np.ndarray, prio: np.ndarray) -> None:
+        """Refuse a priority update ``[B]`` as a prioritized buffer would, before any shard is sent
+        a part of it (ApiUsageError, InvalidValueError)."""
+        if self.alpha is None or self.eps is None:
+            raise ApiUsageError(f"{what} needs a prioritized buffer")
         if idx.size and (idx.min() < 0 or idx.max() >= self.capacity):
-            raise InvalidValueError(f"update_sequence_priorities: indices must be in [0, {self.capacity})")
+            raise InvalidValueError(f"{what}: indices must be in [0, {self.capacity})")
+        _check_priorities(prio, self.alpha, self.eps)
+
+    def _send_priorities(self, idx: np.ndarray, prio: np.ndarray, wait: bool) -> int | None:
+        """Send each shard its part of a checked update; with ``wait``, the rows skipped."""
         shard_B, row_B = self.shard_of(idx)
         refs = []
         for s in np.unique(shard_B):
             sel = shard_B == s
-            refs.append(
-                self.shards[int(s)].update_sequence_priorities.remote(
-                    row_B[sel], td[sel], None if m is None else m[sel], float(eta)
-                )
-            )
+            refs.append(self.shards[int(s)].update_priorities.remote(row_B[sel], prio[sel]))
         if not wait:
             return None
         return int(sum(_ray().get(refs)))

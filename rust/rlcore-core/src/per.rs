@@ -70,6 +70,45 @@ pub fn check_beta(beta: f64) -> Result<()> {
     }
 }
 
+/// The priority `(p + eps)^alpha` a row gets from priority `p`, the one at position `k` of an
+/// update (named in the error). `alpha` and `eps` must pass [`check_params`].
+///
+/// Errors: `InvalidValue` for a negative, NaN or infinite `p`, or one whose `(p + eps)^alpha`
+/// exceeds [`MAX_PRIORITY`].
+#[inline]
+fn stored_priority(k: usize, p: f64, alpha: f64, eps: f64) -> Result<f64> {
+    if !(p.is_finite() && p >= 0.0) {
+        return Err(CoreError::value(format!(
+            "update_priorities: priority {p} (position {k}) must be finite and >= 0"
+        )));
+    }
+    // eps^alpha lies in (0, MAX_PRIORITY] (checked by check_params), so v > 0
+    let v = (p + eps).powf(alpha);
+    if !(v > 0.0 && v <= MAX_PRIORITY) {
+        return Err(CoreError::value(format!(
+            "update_priorities: priority {p:e} (position {k}) gives (p + eps)^alpha = {v:e}, \
+             above the largest storable priority {MAX_PRIORITY:e}; scale the priorities down \
+             (e.g. clip TD errors)"
+        )));
+    }
+    Ok(v)
+}
+
+/// The checks `update_priorities` makes of the priorities themselves, for a front end that must
+/// refuse a whole update before it sends parts of it anywhere (the shards of a distributed
+/// buffer): the error an update of a buffer with these `alpha` and `eps` would give, or `Ok`.
+///
+/// Errors: `InvalidValue` for `alpha` or `eps` [`check_params`] refuses (`beta` is not
+/// involved), a negative, NaN or infinite priority, or one whose `(p + eps)^alpha` exceeds
+/// [`MAX_PRIORITY`].
+pub fn check_priorities(prio: &[f64], alpha: f64, eps: f64) -> Result<()> {
+    check_params(alpha, 0.0, eps)?;
+    for (k, &p) in prio.iter().enumerate() {
+        stored_priority(k, p, alpha, eps)?;
+    }
+    Ok(())
+}
+
 impl PerState {
     /// State for `rows` rows, all priority 0, with parameters checked by [`check_params`].
     pub(crate) fn new(rows: usize, alpha: f64, beta: f64, eps: f64) -> Result<Self> {
@@ -144,21 +183,7 @@ impl PerState {
                     "update_priorities: index {i} (position {k}) is out of range [0, {rows})"
                 )));
             }
-            if !(p.is_finite() && p >= 0.0) {
-                return Err(CoreError::value(format!(
-                    "update_priorities: priority {p} (position {k}) must be finite and >= 0"
-                )));
-            }
-            // eps^alpha lies in (0, MAX_PRIORITY] (checked by check_params), so v > 0
-            let v = (p + eps).powf(alpha);
-            if !(v > 0.0 && v <= MAX_PRIORITY) {
-                return Err(CoreError::value(format!(
-                    "update_priorities: priority {p:e} (position {k}) gives (p + eps)^alpha = \
-                     {v:e}, above the largest storable priority {MAX_PRIORITY:e}; scale the \
-                     priorities down (e.g. clip TD errors)"
-                )));
-            }
-            updates.push((i as usize, v));
+            updates.push((i as usize, stored_priority(k, p, alpha, eps)?));
         }
         let before = updates.len();
         // the checks read `handed_out` and the trees at random rows: each update's lines are
@@ -298,7 +323,16 @@ mod tests {
                 "{idx:?} {prio:?}"
             );
             assert_eq!(per.tree.leaves(), &before[..]);
+            // a front end's check of the priorities alone refuses them with the same error
+            if idx.iter().all(|&i| (0..4).contains(&i)) {
+                assert_eq!(check_priorities(&prio, 1.0, 1e-6), r.map(|_| ()));
+            }
         }
+        assert_eq!(check_priorities(&[0.0, 1.0, 1e200], 1.0, 1e-6), Ok(()));
+        assert!(matches!(
+            check_priorities(&[1.0], -1.0, 1e-6),
+            Err(CoreError::InvalidValue(_))
+        ));
         assert!(matches!(
             per.update(&[0], &[1.0, 2.0], 4, holds),
             Err(CoreError::Shape(_))

@@ -580,61 +580,80 @@ impl ReplayCore {
                 "update_sequence_priorities needs a prioritized buffer",
             ));
         }
-        validate::unit("eta", eta)?;
-        if td.ndim() != 2 || td.shape[0] != idx.len() {
-            return Err(CoreError::shape(format!(
-                "td_errors: expected shape [B, T] with B = {} (the number of start indices), \
-                 got {:?}",
-                idx.len(),
-                td.shape
-            )));
-        }
-        if td.dtype == DType::Bool {
-            return Err(CoreError::dtype("td_errors: expected floats, got bool"));
-        }
-        if let Some(m) = mask {
-            if m.shape != td.shape {
-                return Err(CoreError::shape(format!(
-                    "mask: expected the shape of td_errors {:?}, got {:?}",
-                    td.shape, m.shape
-                )));
-            }
-            if matches!(m.dtype, DType::F32 | DType::F64) {
-                return Err(CoreError::dtype(format!(
-                    "mask: expected bool (or integer) flags, got {}",
-                    m.dtype.name()
-                )));
-            }
-        }
-        let t = td.shape[1];
-        let mut prio = Vec::with_capacity(idx.len());
-        for i in 0..idx.len() {
-            let (mut max, mut sum, mut n) = (0.0f64, 0.0f64, 0usize);
-            for k in 0..t {
-                let j = i * t + k;
-                let x = read_f64(td.dtype, td.data, j);
-                if !x.is_finite() {
-                    return Err(CoreError::value(format!(
-                        "td_errors[{i}, {k}] is {x}; TD errors must be finite"
-                    )));
-                }
-                if mask.is_some_and(|m| !crate::dtype::read_flag(m.dtype, m.data, j)) {
-                    continue;
-                }
-                max = max.max(x.abs());
-                sum += x.abs();
-                n += 1;
-            }
-            if n == 0 {
-                return Err(CoreError::value(format!(
-                    "sequence {i} has no valid step in mask; pass the batch's mask (e.g. \
-                     batch.mask[:, burn_in:]) with its TD errors"
-                )));
-            }
-            prio.push(eta * max + (1.0 - eta) * sum / n as f64);
-        }
+        let prio = sequence_priorities(idx.len(), td, mask, eta)?;
         self.update_priorities(idx, &prio)
     }
+}
+
+/// Each of `b` sequences' priority from its TD errors with R2D2's mixture (Kapturowski et al.
+/// 2019, sec. 2.3): `p = eta * max_k |delta_k| + (1 - eta) * mean_k |delta_k|` over the valid
+/// steps k (`mask`; every step when `mask` is `None`), float64 `[b]`. `td` is `[b, T]` (float or
+/// integer), `mask` `[b, T]` bool or integer (nonzero: valid). This is the first half of
+/// [`ReplayCore::update_sequence_priorities`], for a front end that must refuse a whole update
+/// before it sends parts of it anywhere.
+///
+/// Errors: `Shape` for a td array that is not `[b, T]`, a mask of another shape; `DType` for bool
+/// TD errors or float masks; `InvalidValue` for a non-finite TD error, `eta` outside [0, 1], a
+/// sequence without a valid step.
+pub fn sequence_priorities(
+    b: usize,
+    td: &Array<'_>,
+    mask: Option<&Array<'_>>,
+    eta: f64,
+) -> Result<Vec<f64>> {
+    validate::unit("eta", eta)?;
+    if td.ndim() != 2 || td.shape[0] != b {
+        return Err(CoreError::shape(format!(
+            "td_errors: expected shape [B, T] with B = {} (the number of start indices), \
+             got {:?}",
+            b, td.shape
+        )));
+    }
+    if td.dtype == DType::Bool {
+        return Err(CoreError::dtype("td_errors: expected floats, got bool"));
+    }
+    if let Some(m) = mask {
+        if m.shape != td.shape {
+            return Err(CoreError::shape(format!(
+                "mask: expected the shape of td_errors {:?}, got {:?}",
+                td.shape, m.shape
+            )));
+        }
+        if matches!(m.dtype, DType::F32 | DType::F64) {
+            return Err(CoreError::dtype(format!(
+                "mask: expected bool (or integer) flags, got {}",
+                m.dtype.name()
+            )));
+        }
+    }
+    let t = td.shape[1];
+    let mut prio = Vec::with_capacity(b);
+    for i in 0..b {
+        let (mut max, mut sum, mut n) = (0.0f64, 0.0f64, 0usize);
+        for k in 0..t {
+            let j = i * t + k;
+            let x = read_f64(td.dtype, td.data, j);
+            if !x.is_finite() {
+                return Err(CoreError::value(format!(
+                    "td_errors[{i}, {k}] is {x}; TD errors must be finite"
+                )));
+            }
+            if mask.is_some_and(|m| !crate::dtype::read_flag(m.dtype, m.data, j)) {
+                continue;
+            }
+            max = max.max(x.abs());
+            sum += x.abs();
+            n += 1;
+        }
+        if n == 0 {
+            return Err(CoreError::value(format!(
+                "sequence {i} has no valid step in mask; pass the batch's mask (e.g. \
+                 batch.mask[:, burn_in:]) with its TD errors"
+            )));
+        }
+        prio.push(eta * max + (1.0 - eta) * sum / n as f64);
+    }
+    Ok(prio)
 }
 
 impl Storage {
