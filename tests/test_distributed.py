@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -334,7 +335,8 @@ def test_a_refused_priority_update_changes_no_shard(ray_session):
     in one shard's part is refused before any shard gets its part, at the call itself (not only
     with wait=True), and every shard keeps its priorities. Until 0.2 each shard got its part
     and only the shard with the bad value refused it, silently unless wait=True."""
-    _, sharded = _per_pair(2, 0.7, 0.5)
+    local, sharded = _per_pair(2, 0.7, 0.5)
+    assert local.capacity == sharded.capacity  # so the same arguments are equally (in)valid
     b = sharded.sample(256)
     shard_of = b.indices // sharded.shard_capacity
     # one sample from each shard, the bad value in the part of the shard listed last
@@ -365,6 +367,37 @@ def test_a_refused_priority_update_changes_no_shard(ray_session):
         sharded.update_sequence_priorities(idx, np.ones((2, 3)), mask=np.ones((2, 2), bool))
     with pytest.raises(rlcore.errors.DTypeError):
         sharded.update_sequence_priorities(idx, np.ones((2, 3), bool))
+    # converted and refused as the local buffer does, with its exception and message
+    i = int(idx[0])
+    for args, kwargs in [
+        (([i + 0.9], [5.0]), {}),  # float indices
+        (([True], [5.0]), {}),
+        (([str(i)], [5.0]), {}),
+        (([i], [[5.0]]), {}),  # 2-d priorities
+        (([i], [True]), {}),
+        (([i], ["5"]), {}),
+        (([i], [None]), {}),
+        (([i, i], [5.0]), {}),
+        (([i, 600], [5.0, 5.0]), {}),
+        (([i, -1], [np.nan, 5.0]), {}),  # the first bad position is reported
+        (([], []), {}),
+    ]:
+        with pytest.raises(rlcore.errors.RlcoreError) as got_local:
+            local.update_priorities(*args, **kwargs)
+        with pytest.raises(type(got_local.value), match=re.escape(str(got_local.value))):
+            sharded.update_priorities(*args, **kwargs)
+    for td, kwargs in [
+        (np.ones((2, 3)), {"eta": "0.5"}),
+        (np.ones((2, 3)), {"eta": True}),
+        (np.ones((2, 3)), {"eta": None}),
+        (np.ones((2, 3)), {"mask": np.ones((2, 3))}),  # a float mask
+        (np.ones((1, 3)), {}),
+        (np.ones(2), {}),
+    ]:
+        with pytest.raises(rlcore.errors.RlcoreError) as got_local:
+            local.update_sequence_priorities(idx, td, **kwargs)
+        with pytest.raises(type(got_local.value), match=re.escape(str(got_local.value))):
+            sharded.update_sequence_priorities(idx, td, **kwargs)
     ray.get([s.len.remote() for s in sharded.shards])  # every queued call has run
     assert masses() == before
     # a valid sequence update still lands: p = eta * max + (1 - eta) * mean over the valid steps
@@ -386,6 +419,8 @@ def test_uniform_shards_refuse_priority_updates_at_the_call(ray_session):
     idx = sharded.sample(4).indices
     with pytest.raises(rlcore.errors.ApiUsageError, match="prioritized"):
         sharded.update_priorities(idx, np.ones(4))
+    with pytest.raises(rlcore.errors.ApiUsageError, match="prioritized"):
+        sharded.update_priorities(idx, np.ones(3))  # the usage error first, as a local buffer's
     with pytest.raises(rlcore.errors.ApiUsageError, match="prioritized"):
         sharded.update_sequence_priorities(idx, np.ones((4, 2)))
     sharded.close()

@@ -33,9 +33,9 @@ __all__ = [
     "__version__",
     "_compute_gae",
     "_compute_nstep_returns",
-    "_check_priorities",
     "_crc32c",
-    "_sequence_priorities",
+    "_priority_update",
+    "_sequence_update",
     "_state_layout",
 ]
 
@@ -191,5 +191,9 @@ def _state_layout(
     frame_stack: int | None = None,
 ) -> list[tuple[str, str, list[int]]]: ...
 def _crc32c(data: np.ndarray, value: int = 0) -> int: ...
-def _check_priorities(priorities: np.ndarray, alpha: float, eps: float) -> None: ...
-def _sequence_priorities(b: int, td_errors: np.ndarray, mask: np.ndarray | None, eta: float) -> np.ndarray: ...
+def _priority_update(
+    indices: Any, priorities: Any, alpha: float, eps: float, rows: int
+) -> tuple[np.ndarray, np.ndarray]: ...
+def _sequence_update(
+    start_indices: Any, td_errors: Any, mask: Any, eta: Any, alpha: float, eps: float, rows: int
+) -> tuple[np.ndarray, np.ndarray]: ...

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rlcore._core import _check_priorities, _sequence_priorities
+from rlcore._core import _priority_update, _sequence_update
 from rlcore.batch import TransitionBatch
 from rlcore.buffers.sequences import SequenceBatch, state_names
 from rlcore.distributed.prefetch import PrefetchingSampler
@@ -20,7 +20,7 @@ from rlcore.distributed.ray_setup import _ray, _remote
 from rlcore.distributed.shard import BufferFactory, BufferShard
 from rlcore.distributed.shard_files import _read_tree, _write_tree, open_shard_dirs, save_shard_dirs
 from rlcore.distributed.writer import ShardedAddResult, ShardWriter
-from rlcore.errors import ApiUsageError, EmptyBufferError, InvalidValueError, SaveFileError, ShapeError
+from rlcore.errors import ApiUsageError, EmptyBufferError, InvalidValueError, SaveFileError
 
 __all__ = ["PendingSample", "ShardedReplayBuffer"]
 
@@ -435,23 +435,22 @@ class ShardedReplayBuffer:
     def update_priorities(self, indices: Any, priorities: Any, *, wait: bool = False) -> int | None:
         """Set ``(p + eps)^alpha`` as the priorities of global ``indices`` ``[B]`` (int64) with
         ``priorities`` ``[B]`` (float), each sent to its shard (one call per shard involved).
-        The whole update is checked before any shard gets its part (the checks of
-        ``PrioritizedReplayBuffer.update_priorities``), so a refused update changes no shard.
+        The whole update is converted and checked at the call, as
+        ``PrioritizedReplayBuffer.update_priorities`` does (the core's own checks, against the
+        global capacity), before any shard gets its part, so a refused update changes no shard.
 
         Returns ``None`` at once; with ``wait=True``, waits and returns how many rows were skipped
         because they were overwritten meanwhile (as the local buffer does).
 
         Raises:
             ApiUsageError: the shards are not prioritized buffers.
+            DTypeError: non-integer indices or non-numeric priorities.
             ShapeError: the arrays are not both ``[B]``.
             InvalidValueError: an index outside ``[0, capacity)``; a negative, NaN or infinite
                 priority, or one whose ``(p + eps)^alpha`` exceeds ``MAX_PRIORITY``.
         """
-        idx = np.asarray(indices, dtype=np.int64).reshape(-1) if np.ndim(indices) else np.asarray([indices])
-        prio = np.asarray(priorities, dtype=np.float64).reshape(-1)
-        if idx.shape != prio.shape:
-            raise ShapeError(f"update_priorities: {idx.shape[0]} indices but {prio.shape[0]} priorities")
-        self._check_update("update_priorities", idx, prio)
+        alpha, eps = self._per_params("update_priorities")
+        idx, prio = _priority_update(indices, priorities, alpha, eps, self.capacity)
         return self._send_priorities(idx, prio, wait)
 
     def update_sequence_priorities(
@@ -460,14 +459,14 @@ class ShardedReplayBuffer:
         td_errors: Any,
         *,
         mask: Any = None,
-        eta: float = 0.9,
+        eta: Any = 0.9,
         wait: bool = False,
     ) -> int | None:
         """``PrioritizedReplayBuffer.update_sequence_priorities`` for global ``start_indices``
         ``[B]`` (a batch's ``start_indices``), ``td_errors`` ``[B, T]`` and ``mask`` ``[B, T]``:
-        each sequence's priority (R2D2's mixture, computed here by the core) is sent to its
-        shard (one call per shard involved). The whole update is checked first, so a refused
-        update changes no shard.
+        each sequence's priority (R2D2's mixture, computed at the call by the core, with the
+        local method's conversions and checks) is sent to its shard (one call per shard
+        involved). A refused update changes no shard.
 
         Returns ``None`` at once; with ``wait=True``, waits and returns how many start rows were
         skipped (overwritten meanwhile).
@@ -475,28 +474,20 @@ class ShardedReplayBuffer:
         Raises:
             ApiUsageError: the shards are not prioritized buffers.
             ShapeError: ``start_indices`` is not ``[B]`` or ``td_errors``/``mask`` not ``[B, T]``.
-            DTypeError: bool TD errors, a float mask.
+            DTypeError: non-integer indices, bool TD errors, a float mask, a non-number eta.
             InvalidValueError: an index outside ``[0, capacity)``, a non-finite TD error, eta
                 outside [0, 1], a sequence without a valid step, a priority above
                 ``MAX_PRIORITY`` after ``(p + eps)^alpha``.
         """
-        idx = np.asarray(start_indices, dtype=np.int64)
-        if idx.ndim != 1:
-            raise ShapeError(f"update_sequence_priorities: start_indices must be [B], got shape {idx.shape}")
-        if self.alpha is None:
-            raise ApiUsageError("update_sequence_priorities needs a prioritized buffer")
-        prio = _sequence_priorities(idx.shape[0], np.asarray(td_errors), mask, float(eta))
-        self._check_update("update_sequence_priorities", idx, prio)
+        alpha, eps = self._per_params("update_sequence_priorities")
+        idx, prio = _sequence_update(start_indices, td_errors, mask, eta, alpha, eps, self.capacity)
         return self._send_priorities(idx, prio, wait)
 
-    def _check_update(self, what: str, idx: np.ndarray, prio: np.ndarray) -> None:
-        """Refuse a priority update ``[B]`` as a prioritized buffer would, before any shard is sent
-        a part of it (ApiUsageError, InvalidValueError)."""
+    def _per_params(self, what: str) -> tuple[float, float]:
+        """``(alpha, eps)`` of the shards, or ApiUsageError for uniform shards."""
         if self.alpha is None or self.eps is None:
             raise ApiUsageError(f"{what} needs a prioritized buffer")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.capacity):
-            raise InvalidValueError(f"{what}: indices must be in [0, {self.capacity})")
-        _check_priorities(prio, self.alpha, self.eps)
+        return self.alpha, self.eps
 
     def _send_priorities(self, idx: np.ndarray, prio: np.ndarray, wait: bool) -> int | None:
         """Send each shard its part of a checked update; with ``wait``, the rows skipped."""

@@ -47,7 +47,7 @@ pub use dtype::{Array, DType};
 pub use error::{CoreError, Result};
 pub use gae::{compute_gae, compute_nstep_returns, GaeInputs, NstepInputs};
 pub use her::{GoalStrategy, Goals, HerConfig, RewardFn};
-pub use per::{check_priorities, PerState, MAX_PRIORITY};
+pub use per::{check_priority_update, PerState, MAX_PRIORITY};
 pub use replay::ReplayCore;
 pub use sampling::{BatchOut, Plan};
 pub use schema::{BatchField, ColumnSpec, ColumnView, Field, Obs, Steps, RESERVED_NAMES};

@@ -94,19 +94,54 @@ fn stored_priority(k: usize, p: f64, alpha: f64, eps: f64) -> Result<f64> {
     Ok(v)
 }
 
-/// The checks `update_priorities` makes of the priorities themselves, for a front end that must
-/// refuse a whole update before it sends parts of it anywhere (the shards of a distributed
-/// buffer): the error an update of a buffer with these `alpha` and `eps` would give, or `Ok`.
+/// The `(row, (p + eps)^alpha)` of each index and priority of an update of a buffer of `rows`
+/// rows, checked (`alpha`, `eps` as [`check_params`] accepts them).
+///
+/// Errors: `Shape` for a length mismatch; `InvalidValue` for an index outside `[0, rows)` and
+/// for the priorities [`stored_priority`] refuses.
+fn checked_updates(
+    idx: &[i64],
+    prio: &[f64],
+    rows: usize,
+    alpha: f64,
+    eps: f64,
+) -> Result<Vec<(usize, f64)>> {
+    if idx.len() != prio.len() {
+        return Err(CoreError::shape(format!(
+            "update_priorities: {} indices but {} priorities; pass one priority per index",
+            idx.len(),
+            prio.len()
+        )));
+    }
+    let mut updates = Vec::with_capacity(idx.len());
+    for (k, (&i, &p)) in idx.iter().zip(prio.iter()).enumerate() {
+        if i < 0 || i as usize >= rows {
+            return Err(CoreError::value(format!(
+                "update_priorities: index {i} (position {k}) is out of range [0, {rows})"
+            )));
+        }
+        updates.push((i as usize, stored_priority(k, p, alpha, eps)?));
+    }
+    Ok(updates)
+}
+
+/// Every check `update_priorities` of a buffer of `rows` rows with these `alpha` and `eps` makes
+/// before it writes, for a front end that must refuse a whole update before it sends parts of
+/// it anywhere (the shards of a distributed buffer, whose global indices are checked against
+/// their total rows): the error that update would give, or `Ok`.
 ///
 /// Errors: `InvalidValue` for `alpha` or `eps` [`check_params`] refuses (`beta` is not
-/// involved), a negative, NaN or infinite priority, or one whose `(p + eps)^alpha` exceeds
-/// [`MAX_PRIORITY`].
-pub fn check_priorities(prio: &[f64], alpha: f64, eps: f64) -> Result<()> {
+/// involved), an index outside `[0, rows)`, a negative, NaN or infinite priority, or one whose
+/// `(p + eps)^alpha` exceeds [`MAX_PRIORITY`]; `Shape` for a length mismatch.
+pub fn check_priority_update(
+    idx: &[i64],
+    prio: &[f64],
+    rows: usize,
+    alpha: f64,
+    eps: f64,
+) -> Result<()> {
     check_params(alpha, 0.0, eps)?;
-    for (k, &p) in prio.iter().enumerate() {
-        stored_priority(k, p, alpha, eps)?;
-    }
-    Ok(())
+    checked_updates(idx, prio, rows, alpha, eps).map(|_| ())
 }
 
 impl PerState {
@@ -168,23 +203,7 @@ impl PerState {
         rows: usize,
         transition_abs: impl Fn(usize) -> Option<u64>,
     ) -> Result<usize> {
-        if idx.len() != prio.len() {
-            return Err(CoreError::shape(format!(
-                "update_priorities: {} indices but {} priorities; pass one priority per index",
-                idx.len(),
-                prio.len()
-            )));
-        }
-        let (alpha, eps) = (self.alpha, self.eps);
-        let mut updates = Vec::with_capacity(idx.len());
-        for (k, (&i, &p)) in idx.iter().zip(prio.iter()).enumerate() {
-            if i < 0 || i as usize >= rows {
-                return Err(CoreError::value(format!(
-                    "update_priorities: index {i} (position {k}) is out of range [0, {rows})"
-                )));
-            }
-            updates.push((i as usize, stored_priority(k, p, alpha, eps)?));
-        }
+        let mut updates = checked_updates(idx, prio, rows, self.alpha, self.eps)?;
         let before = updates.len();
         // the checks read `handed_out` and the trees at random rows: each update's lines are
         // requested UPDATE_AHEAD updates before they are read, so the misses of a batch overlap
@@ -323,15 +342,23 @@ mod tests {
                 "{idx:?} {prio:?}"
             );
             assert_eq!(per.tree.leaves(), &before[..]);
-            // a front end's check of the priorities alone refuses them with the same error
-            if idx.iter().all(|&i| (0..4).contains(&i)) {
-                assert_eq!(check_priorities(&prio, 1.0, 1e-6), r.map(|_| ()));
-            }
+            // a front end's check of the whole update refuses it with the same error
+            assert_eq!(
+                check_priority_update(&idx, &prio, 4, 1.0, 1e-6),
+                r.map(|_| ())
+            );
         }
-        assert_eq!(check_priorities(&[0.0, 1.0, 1e200], 1.0, 1e-6), Ok(()));
+        assert_eq!(
+            check_priority_update(&[0, 3, 3], &[0.0, 1.0, 1e200], 4, 1.0, 1e-6),
+            Ok(())
+        );
         assert!(matches!(
-            check_priorities(&[1.0], -1.0, 1e-6),
+            check_priority_update(&[0], &[1.0], 4, -1.0, 1e-6),
             Err(CoreError::InvalidValue(_))
+        ));
+        assert!(matches!(
+            check_priority_update(&[0], &[1.0, 2.0], 4, 1.0, 1e-6),
+            Err(CoreError::Shape(_))
         ));
         assert!(matches!(
             per.update(&[0], &[1.0, 2.0], 4, holds),

@@ -67,8 +67,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(returns::_compute_nstep_returns, m)?)?;
     m.add_function(wrap_pyfunction!(_state_layout, m)?)?;
     m.add_function(wrap_pyfunction!(_crc32c, m)?)?;
-    m.add_function(wrap_pyfunction!(priorities::_check_priorities, m)?)?;
-    m.add_function(wrap_pyfunction!(priorities::_sequence_priorities, m)?)?;
+    m.add_function(wrap_pyfunction!(priorities::_priority_update, m)?)?;
+    m.add_function(wrap_pyfunction!(priorities::_sequence_update, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_PRIORITY", rlcore_core::MAX_PRIORITY)?;
     m.add(
