@@ -15,6 +15,15 @@ const PREFETCH_AHEAD: usize = 12;
 // `sample_fused` queues the candidates in flight in a ring of 16 slots
 const _: () = assert!(PREFETCH_AHEAD <= 16);
 
+/// Row storage larger than this (bytes) is sampled with `sample_fused`'s two-stage prefetch: it
+/// does not stay in the caches (8 MiB: several times a core's L2, a share of a typical L3).
+const STAGED_PREFETCH_BYTES: usize = 8 << 20;
+
+/// With the two-stage prefetch, how many candidates before its turn a candidate's whole n-step
+/// window is requested.
+const WINDOW_AHEAD: usize = 6;
+const _: () = assert!(WINDOW_AHEAD <= PREFETCH_AHEAD);
+
 /// Caller-owned output arrays for one batch of B samples (C-contiguous, row-major).
 pub struct BatchOut<'a> {
     /// One slice per observation column, `B * item_bytes` each.
@@ -473,7 +482,32 @@ impl Storage {
     /// before sample i takes its first valid one, so a rejected candidate (a row that holds no
     /// transition) is replaced by one already in flight: with many short env segments, where up
     /// to half of all alive rows are rejected, no retry waits for memory.
+    ///
+    /// Records of more than [`STAGED_PREFETCH_BYTES`] in all (which do not stay in the caches)
+    /// are prefetched in two stages: a candidate's first line (its flag, which decides whether it
+    /// is taken) when it is drawn, its whole window only [`WINDOW_AHEAD`] candidates before its
+    /// turn. Requesting every line of 12 windows at once puts more misses in flight than the
+    /// miss buffers hold, and the requests past them are dropped. Smaller buffers skip the second
+    /// stage's work.
     pub(crate) fn sample_fused(
+        &self,
+        rng: &mut Rng,
+        pairs: &mut RowPairs,
+        b: usize,
+        n_step: usize,
+        gamma: f64,
+        out: &mut BatchOut<'_>,
+    ) {
+        if self.bytes().len() > STAGED_PREFETCH_BYTES {
+            self.sample_fused_with::<true>(rng, pairs, b, n_step, gamma, out);
+        } else {
+            self.sample_fused_with::<false>(rng, pairs, b, n_step, gamma, out);
+        }
+    }
+
+    /// [`Storage::sample_fused`], with the two-stage prefetch or without.
+    #[inline(always)]
+    fn sample_fused_with<const STAGED: bool>(
         &self,
         rng: &mut Rng,
         pairs: &mut RowPairs,
@@ -490,7 +524,8 @@ impl Storage {
         // candidates taken .. drawn are queued, candidate k in slot k % 16 (at most
         // PREFETCH_AHEAD < 16 at a time)
         let mut queue = [0usize; 16];
-        let (mut drawn, mut taken) = (0usize, 0usize);
+        // candidates taken .. windowed have their whole window requested (STAGED)
+        let (mut drawn, mut taken, mut windowed) = (0usize, 0usize, 0usize);
         // the scalar outputs cut to B rows once, so that the loop's writes need no bounds checks
         let (rew_out, term_out, trunc_out) = (
             &mut out.rew[..b],
@@ -502,9 +537,19 @@ impl Storage {
             let p = loop {
                 while drawn - taken < PREFETCH_AHEAD.min(b - i) {
                     let c = self.candidate(rng, all_full, total);
-                    self.prefetch_rows(c, ahead_rows, ahead_bytes);
+                    if STAGED {
+                        self.prefetch_bytes(c * sc.rec, 1);
+                    } else {
+                        self.prefetch_rows(c, ahead_rows, ahead_bytes);
+                    }
                     queue[drawn % 16] = c;
                     drawn += 1;
+                }
+                if STAGED {
+                    while windowed < drawn.min(taken + WINDOW_AHEAD) {
+                        self.prefetch_rows(queue[windowed % 16], ahead_rows, ahead_bytes);
+                        windowed += 1;
+                    }
                 }
                 let c = queue[taken % 16];
                 taken += 1;

@@ -965,3 +965,85 @@ fn bad_env_ids_raise_typed_errors_and_change_nothing() {
         assert!(matches!(core.extend(&s), Err(CoreError::Usage(_))));
     }
 }
+
+/// Buffers whose rows exceed the cache-sized bound of `sample_fused` take its two-stage prefetch
+/// path (issue 20): their samples are the planned path's (`sample_at`) for the same rows, field
+/// for field, with one-step and n-step windows, over episodes that end in the window and rows
+/// that wrap at the segment end.
+#[test]
+fn large_buffers_sample_what_sample_at_returns() {
+    let (n_envs, seg) = (2usize, 160_000usize);
+    let mut core = ReplayCore::new(n_envs * seg, n_envs, 3).unwrap(); // ok: test
+                                                                      // 1.2 segments per env: the ring wraps; episodes of 1..=7 steps, terminated or truncated
+    let n = seg * 6 / 5;
+    let mut obs = vec![0.0f64; n * n_envs];
+    let mut obs_next = vec![0.0f64; n * n_envs];
+    let (mut rew, mut term, mut trunc) = (
+        vec![0f32; n * n_envs],
+        vec![0u8; n * n_envs],
+        vec![0u8; n * n_envs],
+    );
+    let mut id = 0.0f64;
+    for e in 0..n_envs {
+        let mut last = None;
+        for t in 0..n {
+            let j = t * n_envs + e;
+            obs[j] = last.unwrap_or_else(|| {
+                id += 1.0;
+                id
+            });
+            id += 1.0;
+            obs_next[j] = id;
+            rew[j] = (j % 13) as f32 - 6.0;
+            let end = (t * 7 + e) % 11 == 0;
+            term[j] = u8::from(end && t % 2 == 0);
+            trunc[j] = u8::from(end && t % 2 == 1);
+            last = (!end).then_some(id);
+        }
+    }
+    let act = vec![0u8; n * n_envs * 4];
+    let (so, sa, sn) = ([n * n_envs, 1], [n * n_envs, 1], [n * n_envs]);
+    let (ob, onb) = (f64s(&obs), f64s(&obs_next));
+    let rb: Vec<u8> = rew.iter().flat_map(|r| r.to_ne_bytes()).collect();
+    let arr = |dtype, shape: &[usize], data: &[u8]| -> Array<'_> {
+        Array {
+            dtype,
+            shape: shape.to_vec().leak(),
+            data: data.to_vec().leak(),
+        }
+    };
+    core.extend(&Steps {
+        obs: Obs::Array(arr(DType::F64, &so, &ob)),
+        act: arr(DType::F32, &sa, &act),
+        rew: arr(DType::F32, &sn, &rb),
+        terminated: arr(DType::U8, &sn, &term),
+        truncated: arr(DType::U8, &sn, &trunc),
+        obs_next: Obs::Array(arr(DType::F64, &so, &onb)),
+        extras: &[],
+        mask: None,
+        env_ids: None,
+    })
+    .unwrap(); // ok: test
+    assert!(
+        core.nbytes() > 8 << 20,
+        "the buffer must exceed the staged-prefetch bound"
+    );
+    let b = 512;
+    for n_step in [1usize, 3] {
+        for _ in 0..4 {
+            let (mut got, mut want) = (Out::new(b, 1), Out::new(b, 1));
+            core.sample(b, n_step, 0.9, &mut got.batch(false), None)
+                .unwrap(); // ok: test
+            let idx = got.idx.clone();
+            core.sample_at(&idx, None, n_step, 0.9, &mut want.batch(false), None)
+                .unwrap(); // ok: test
+            assert_eq!(got.obs, want.obs);
+            assert_eq!(got.obs_next, want.obs_next);
+            assert_eq!(got.rew, want.rew);
+            assert_eq!(got.term, want.term);
+            assert_eq!(got.trunc, want.trunc);
+            assert_eq!(got.disc, want.disc);
+            assert_eq!(got.idx, want.idx);
+        }
+    }
+}
