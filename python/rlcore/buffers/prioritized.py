@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import numpy as np
+
 from rlcore._core import MAX_PRIORITY as _MAX_PRIORITY
-from rlcore._core import RawBuffer
+from rlcore._core import RawBuffer, _priority_update, _sequence_update
 from rlcore.buffers.replay import ReplayBuffer
 
 
@@ -104,3 +106,33 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             eps=config["eps"],
             frame_stack=config.get("frame_stack"),
         )
+
+
+def checked_priority_update(
+    indices: Any, priorities: Any, *, alpha: float, eps: float, rows: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices int64 [B], priorities float64 [B])`` converted and checked exactly as
+    :meth:`PrioritizedReplayBuffer.update_priorities` of a buffer of ``rows`` rows with these
+    ``alpha`` and ``eps`` does before it writes (the core's conversions and checks), for a front
+    that splits one update over several buffers and must refuse all of it first
+    (:class:`rlcore.distributed.ShardedReplayBuffer`).
+
+    Raises:
+        DTypeError, ShapeError, InvalidValueError: as ``update_priorities``.
+    """
+    return _priority_update(indices, priorities, alpha, eps, rows)
+
+
+def checked_sequence_update(
+    start_indices: Any, td_errors: Any, mask: Any, eta: Any, *, alpha: float, eps: float, rows: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(start_indices int64 [B], priorities float64 [B])``: R2D2's mixture
+    ``eta * max_k |delta_k| + (1 - eta) * mean_k |delta_k|`` of each sequence's valid TD errors
+    (Kapturowski et al. 2019, sec. 2.3), converted and checked exactly as
+    ``update_sequence_priorities`` of a buffer of ``rows`` rows with these ``alpha`` and ``eps``
+    does before it writes; the priorities are the ones it passes on to ``update_priorities``.
+
+    Raises:
+        DTypeError, ShapeError, InvalidValueError: as ``update_sequence_priorities``.
+    """
+    return _sequence_update(start_indices, td_errors, mask, eta, alpha, eps, rows)

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from rlcore._core import _priority_update, _sequence_update
 from rlcore.batch import TransitionBatch
+from rlcore.buffers.prioritized import checked_priority_update, checked_sequence_update
 from rlcore.buffers.sequences import SequenceBatch, state_names
 from rlcore.distributed.prefetch import PrefetchingSampler
 from rlcore.distributed.ray_setup import _ray, _remote
@@ -450,7 +450,7 @@ class ShardedReplayBuffer:
                 priority, or one whose ``(p + eps)^alpha`` exceeds ``MAX_PRIORITY``.
         """
         alpha, eps = self._per_params("update_priorities")
-        idx, prio = _priority_update(indices, priorities, alpha, eps, self.capacity)
+        idx, prio = checked_priority_update(indices, priorities, alpha=alpha, eps=eps, rows=self.capacity)
         return self._send_priorities(idx, prio, wait)
 
     def update_sequence_priorities(
@@ -480,7 +480,9 @@ class ShardedReplayBuffer:
                 ``MAX_PRIORITY`` after ``(p + eps)^alpha``.
         """
         alpha, eps = self._per_params("update_sequence_priorities")
-        idx, prio = _sequence_update(start_indices, td_errors, mask, eta, alpha, eps, self.capacity)
+        idx, prio = checked_sequence_update(
+            start_indices, td_errors, mask, eta, alpha=alpha, eps=eps, rows=self.capacity
+        )
         return self._send_priorities(idx, prio, wait)
 
     def _per_params(self, what: str) -> tuple[float, float]:
