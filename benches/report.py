@@ -768,7 +768,8 @@ def floor_table(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
     L = [
         "## Distance to the floor: time / floor time\n",
         "The floor is the plainest code doing the same memory work: for sample(256), a bench-only bare Rust "
-        "gather of the same bytes into the same arrays (`benches/suite/test_bench_sample.py`); for Atari "
+        "gather of the same bytes into the same arrays, `sample`'s own draw and prefetch pipeline without its "
+        "validity, n-step or discount work (`benches/suite/test_bench_sample.py`); for Atari "
         "frames, one `numpy.take` of each sample's 8 frame rows from a plain frame array "
         "(`benches/suite/test_bench_frames.py`). 1.0 would be a sampler with no per-row work of its own.\n",
         "| group | floor | " + " | ".join(libs) + " |",

@@ -8,7 +8,9 @@ must not grow with num_envs).
 Each sample(256) group also times the *floor* (issue 20): ``RawBuffer._floor_gather``, a bench-only
 Rust gather into the same fresh output arrays of the same bytes (observation, next row's
 observation, action, reward, flags, index) of uniformly drawn rows, without validity, n-step or
-discount work, behind the same one PyO3 call. The report shows rlcore's time over the floor's."""
+discount work, behind the same one PyO3 call. It runs ``sample``'s own draw and prefetch pipeline
+with that work taken out, so the distance is the per-row work alone. The report shows rlcore's
+time over the floor's."""
 
 from __future__ import annotations
 

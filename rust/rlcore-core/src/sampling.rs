@@ -499,15 +499,16 @@ impl Storage {
         out: &mut BatchOut<'_>,
     ) {
         if self.bytes().len() > STAGED_PREFETCH_BYTES {
-            self.sample_fused_with::<true>(rng, pairs, b, n_step, gamma, out);
+            self.sample_fused_with::<true, false>(rng, pairs, b, n_step, gamma, out);
         } else {
-            self.sample_fused_with::<false>(rng, pairs, b, n_step, gamma, out);
+            self.sample_fused_with::<false, false>(rng, pairs, b, n_step, gamma, out);
         }
     }
 
-    /// [`Storage::sample_fused`], with the two-stage prefetch or without.
+    /// [`Storage::sample_fused`], with the two-stage prefetch or without; with `FLOOR`, the
+    /// benchmarks' floor instead (see [`Storage::floor_gather`]).
     #[inline(always)]
-    fn sample_fused_with<const STAGED: bool>(
+    fn sample_fused_with<const STAGED: bool, const FLOOR: bool>(
         &self,
         rng: &mut Rng,
         pairs: &mut RowPairs,
@@ -553,10 +554,18 @@ impl Storage {
                 }
                 let c = queue[taken % 16];
                 taken += 1;
-                if self.flag(c) & F_TRANSITION != 0 {
+                if FLOOR || self.flag(c) & F_TRANSITION != 0 {
                     break c;
                 }
             };
+            if FLOOR {
+                pairs.push(p, self.next_row(p));
+                rew_out[i] = self.rew(p);
+                term_out[i] = self.term(p);
+                trunc_out[i] = self.trunc(p);
+                idx_out[i] = p as i64;
+                continue;
+            }
             // the window: m = min(n, first k >= 1 whose row t + k is not a transition)
             let mut last = p;
             let mut q = self.next_row(p);
@@ -583,32 +592,23 @@ impl Storage {
     }
 
     /// The benchmarks' floor (issue 20): the plainest fast gather of the bytes a `sample(B)`
-    /// returns, with none of its semantics. B rows drawn uniformly among the alive rows
-    /// (transitions or not) into `rows` first, then, with the records `PREFETCH_AHEAD` rows ahead
-    /// in flight, for each: its observation and the next row's, its step columns, reward and
-    /// flags copied into `out`, its index into `out.indices`; no validity check, no n-step
-    /// window, `out.discount` left as it is. Not part of the buffer's API.
+    /// returns, with none of its semantics. `sample_fused`'s pipeline (the same draw, the same
+    /// prefetch schedule, the same column copies) with its per-row work taken out: every drawn
+    /// alive row is taken (transition or not), its observation and the next row's, its step
+    /// columns, reward and flags are copied into `out`, its index into `out.indices`; no
+    /// validity check, no n-step window, `out.discount` left as it is. Not part of the
+    /// buffer's API.
+    ///
+    /// A bare loop that draws all B rows first and then gathers them with the same prefetch
+    /// distance is slower than `sample` on buffers out of cache: its iterations are so short
+    /// that 12 rows ahead is less time ahead than a DRAM miss takes (measured at 200k and 1M).
     pub(crate) fn floor_gather(&self, rng: &mut Rng, rows: &mut RowPairs, out: &mut BatchOut<'_>) {
-        let (all_full, total) = self.alive_rows();
         let b = out.rew.len();
-        rows.clear();
-        for _ in 0..b {
-            let p = self.candidate(rng, all_full, total);
-            rows.push(p, self.next_row(p));
+        if self.bytes().len() > STAGED_PREFETCH_BYTES {
+            self.sample_fused_with::<true, true>(rng, rows, b, 1, 0.0, out);
+        } else {
+            self.sample_fused_with::<false, true>(rng, rows, b, 1, 0.0, out);
         }
-        for &p in rows.t.iter().take(PREFETCH_AHEAD) {
-            self.prefetch(p);
-        }
-        for (i, &p) in rows.t.iter().enumerate() {
-            if let Some(&ahead) = rows.t.get(i + PREFETCH_AHEAD) {
-                self.prefetch(ahead);
-            }
-            out.rew[i] = self.rew(p);
-            out.terminated[i] = self.term(p);
-            out.truncated[i] = self.trunc(p);
-            out.indices[i] = p as i64;
-        }
-        self.gather_columns(rows, out);
     }
 
     /// Copy the columns of the rows in `rows` into `out`: observations of `rows.t` and

@@ -1046,4 +1046,26 @@ fn large_buffers_sample_what_sample_at_returns() {
             assert_eq!(got.idx, want.idx);
         }
     }
+    // the benchmarks' floor runs the same staged pipeline without the validity check: it takes
+    // every drawn row, and copies the same bytes sample_at does for those that are transitions
+    let mut floor = Out::new(b, 1);
+    core.floor_gather(b, 9, &mut floor.batch(false)).unwrap(); // ok: test
+    let is_t = core.is_transition(&floor.idx).unwrap(); // ok: test
+    let taken: Vec<usize> = (0..b).filter(|&i| is_t[i]).collect();
+    assert!(
+        taken.len() < b,
+        "the floor takes rows that hold no transition too"
+    );
+    let idx: Vec<i64> = taken.iter().map(|&i| floor.idx[i]).collect();
+    let mut want = Out::new(idx.len(), 1);
+    core.sample_at(&idx, None, 1, 0.9, &mut want.batch(false), None)
+        .unwrap(); // ok: test
+    for (k, &i) in taken.iter().enumerate() {
+        assert_eq!(floor.obs_id(i, false), want.obs_id(k, false));
+        assert_eq!(floor.obs_id(i, true), want.obs_id(k, true));
+        assert_eq!(
+            (floor.rew[i], floor.term[i], floor.trunc[i]),
+            (want.rew[k], want.term[k], want.trunc[k])
+        );
+    }
 }
