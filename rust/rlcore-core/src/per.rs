@@ -1,10 +1,9 @@
 //! Prioritized replay state (Schaul et al. 2016, "Prioritized Experience Replay"): the sum tree
-//! of row priorities, the priority new transitions get, which transition each row index was last
-//! handed out for, the checks of α, β, ε and of priority updates, and the importance-sampling
-//! weights. It knows rows only by index; the storage tells it which transition a row holds.
+//! of row priorities, the priority new transitions get, the checks of α, β, ε and of priority
+//! updates, and the importance-sampling weights. It knows rows only by index; the storage tells
+//! it which rows hold a transition.
 
 use crate::error::{CoreError, Result};
-use crate::mem::alloc;
 use crate::sumtree::SumTree;
 
 /// How many updates of a batch ahead [`PerState::update`] requests the lines it will read
@@ -28,13 +27,6 @@ pub struct PerState {
     pub eps: f64,
     /// Largest `(p + eps)^alpha` set so far; new transitions get it.
     pub(crate) max_p: f64,
-    /// Per row: absolute index of the transition it held when its row index was last handed
-    /// out (`u64::MAX`: never). `add`/`extend` hand out the row of every transition they write,
-    /// `sample` the rows it draws; `update_priorities` lands only where the row still holds
-    /// that transition. Since every transition is handed out by the add that writes it, a
-    /// transition row's record names the transition it holds, and `sample` (which only hands
-    /// out transition rows) has nothing to write.
-    pub(crate) handed_out: Box<[u64]>,
 }
 
 /// Check the parameters of prioritized replay.
@@ -153,13 +145,12 @@ impl PerState {
             beta,
             eps,
             max_p: 1.0,
-            handed_out: alloc(rows, u64::MAX)?,
         })
     }
 
-    /// Bytes of the priority trees and the hand-out records.
+    /// Bytes of the priority trees.
     pub fn nbytes(&self) -> usize {
-        self.tree.nbytes() + std::mem::size_of_val(&*self.handed_out)
+        self.tree.nbytes()
     }
 
     pub(crate) fn set_beta(&mut self, beta: f64) -> Result<()> {
@@ -174,24 +165,21 @@ impl PerState {
         self.tree.set(p, 0.0);
     }
 
-    /// Row `p` now holds transition `abs`: it gets the running maximum priority, and the add
-    /// hands row `p` out for it.
+    /// Row `p` now holds a new transition: it gets the running maximum priority.
     #[inline]
-    pub(crate) fn on_write(&mut self, p: usize, abs: u64) {
+    pub(crate) fn on_write(&mut self, p: usize) {
         self.tree.set(p, self.max_p);
-        self.handed_out[p] = abs;
     }
 
-    /// Forget every priority and hand-out (in place).
+    /// Forget every priority (in place).
     pub(crate) fn reset(&mut self) {
         self.tree.reset();
         self.max_p = 1.0;
-        self.handed_out.fill(u64::MAX);
     }
 
-    /// Set `(p + eps)^alpha` for each index whose row still holds the transition it was last
-    /// handed out for; `transition_abs(r)` is the transition row `r` holds now (`None`: none).
-    /// Returns how many indices were skipped. Validates everything before writing.
+    /// Set `(p + eps)^alpha` for each index whose row holds a transition now
+    /// (`holds_transition(r)`; `prefetch_row(r)` requests the line it reads). Returns how many
+    /// indices were skipped. Validates everything before writing.
     ///
     /// Errors: `Shape` for a length mismatch, `InvalidValue` for an index outside `[0, rows)`, a
     /// negative, NaN or infinite priority, or one whose `(p + eps)^alpha` exceeds
@@ -201,15 +189,16 @@ impl PerState {
         idx: &[i64],
         prio: &[f64],
         rows: usize,
-        transition_abs: impl Fn(usize) -> Option<u64>,
+        holds_transition: impl Fn(usize) -> bool,
+        prefetch_row: impl Fn(usize),
     ) -> Result<usize> {
         let mut updates = checked_updates(idx, prio, rows, self.alpha, self.eps)?;
         let before = updates.len();
-        // the checks read `handed_out` and the trees at random rows: each update's lines are
+        // the checks read the rows and the trees at random places: each update's lines are
         // requested UPDATE_AHEAD updates before they are read, so the misses of a batch overlap
         let ahead = |r: usize| {
             self.tree.prefetch_leaf(r);
-            crate::mem::prefetch(&self.handed_out[r]);
+            prefetch_row(r);
         };
         updates
             .iter()
@@ -221,7 +210,7 @@ impl PerState {
                 ahead(r);
             }
             let (r, v) = updates[i];
-            if transition_abs(r) == Some(self.handed_out[r]) {
+            if holds_transition(r) {
                 updates[kept] = (r, v);
                 kept += 1;
             }
@@ -325,9 +314,9 @@ mod tests {
             );
         }
         let mut per = PerState::new(4, 1.0, 0.4, 1e-6).unwrap(); // ok: test
-        let holds = |r: usize| (r < 2).then_some(r as u64);
-        per.on_write(0, 0);
-        per.on_write(1, 1);
+        let holds = |r: usize| r < 2;
+        per.on_write(0);
+        per.on_write(1);
         let before = per.tree.leaves().to_vec();
         for (idx, prio) in [
             (vec![0, 4], vec![1.0, 1.0]),
@@ -336,7 +325,7 @@ mod tests {
             (vec![0, 1], vec![1.0, -2.0]),
             (vec![0, 1], vec![1.0, 1e281]),
         ] {
-            let r = per.update(&idx, &prio, 4, holds);
+            let r = per.update(&idx, &prio, 4, holds, |_| ());
             assert!(
                 matches!(r, Err(CoreError::InvalidValue(_))),
                 "{idx:?} {prio:?}"
@@ -361,11 +350,14 @@ mod tests {
             Err(CoreError::Shape(_))
         ));
         assert!(matches!(
-            per.update(&[0], &[1.0, 2.0], 4, holds),
+            per.update(&[0], &[1.0, 2.0], 4, holds, |_| ()),
             Err(CoreError::Shape(_))
         ));
         // rows 2 and 3 hold no transition: skipped
-        assert_eq!(per.update(&[0, 2, 3], &[3.0, 1.0, 1.0], 4, holds), Ok(2));
+        assert_eq!(
+            per.update(&[0, 2, 3], &[3.0, 1.0, 1.0], 4, holds, |_| ()),
+            Ok(2)
+        );
         assert_eq!(per.tree.get(0), 3.0 + 1e-6);
         assert_eq!(per.stats().2, 3.0 + 1e-6);
     }

@@ -477,12 +477,7 @@ impl ReplayCore {
         if let (Some(cfg), Some(goals)) = (&self.her, self.her_goals) {
             her::relabel(cfg, goals, st, plans, gamma, out, reward_fn)?;
         }
-        // sampling hands out the drawn rows, whose record already names the transition they
-        // hold (set when the add that wrote it handed it out): nothing to write
         if let (Some(per), Some(w)) = (&self.per, out.weights.as_deref_mut()) {
-            debug_assert!(plans
-                .iter()
-                .all(|pl| st.transition_abs(pl.p) == Some(per.handed_out[pl.p])));
             per.weights(plans.iter().map(|pl| pl.p), w);
         }
         Ok(())
@@ -495,17 +490,15 @@ impl ReplayCore {
 
     /// Set `(p + eps)^alpha` as the priority of the transition each index names.
     ///
-    /// Which transition an index names: a row index is handed out by `add`/`extend` (the row of
-    /// each transition written) and by `sample` (the rows drawn). With bare row indices the most
-    /// recent hand-out of a row defines the transition its index means, and an update lands if
-    /// and only if the row still holds that transition. Rows that hold no transition now (a
-    /// terminal row, the open row of a running episode, a row never written or cleared) are
-    /// skipped, as are rows whose transition is not the one last handed out; the number skipped
-    /// is returned. An index handed out by `sample` before its row was overwritten is thus
-    /// skipped while the row holds no transition, and lands on the newer transition once an
-    /// `add` has handed the row out for it (Ape-X actors set initial priorities from `add`'s
-    /// indices; a learner whose sampled rows may have been overwritten meanwhile cannot tell
-    /// the two apart with row indices alone).
+    /// Which transition an index names: the one its row holds now. Row indices come from
+    /// `add`/`extend` (the row of each transition written) and from `sample` (the rows drawn);
+    /// an update lands on the transition the row holds at the time of the update. Rows that
+    /// hold no transition now (a terminal row, the open row of a running episode, a row never
+    /// written or cleared) are skipped; the number skipped is returned. An index from `sample`
+    /// whose row was overwritten since is thus skipped while the row holds no transition, and
+    /// lands on the newer transition once an `add` has written one there (Ape-X actors set
+    /// initial priorities from `add`'s indices; a learner whose sampled rows may have been
+    /// overwritten meanwhile cannot tell the two apart with row indices alone).
     ///
     /// All inputs are validated before any write, for skipped rows too, and any failure fails
     /// the whole call: `Shape` for a length mismatch, `InvalidValue` for an index out of
@@ -518,7 +511,13 @@ impl ReplayCore {
                 "update_priorities needs a prioritized buffer",
             ));
         };
-        per.update(idx, prio, st.rows, |r| st.transition_abs(r))
+        per.update(
+            idx,
+            prio,
+            st.rows,
+            |r| st.transition_abs(r).is_some(),
+            |r| st.prefetch_flag(r),
+        )
     }
 
     /// `(total priority mass, smallest positive priority, priority given to new transitions)`

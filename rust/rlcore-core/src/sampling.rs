@@ -228,6 +228,12 @@ impl Storage {
         self.prefetch_rows(p, 2, 256);
     }
 
+    /// Hint the CPU to fetch the line of row p's fixed fields (its flags among them).
+    #[inline]
+    pub(crate) fn prefetch_flag(&self, p: usize) {
+        self.prefetch_bytes(p * self.schema.rec, 1);
+    }
+
     /// Hint the CPU to fetch the episode record (start and end) of the episode holding row p,
     /// whose own record must be readable (it is read to find the episode).
     #[inline]

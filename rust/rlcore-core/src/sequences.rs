@@ -557,8 +557,7 @@ impl ReplayCore {
     /// 2019, sec. 2.3): `p = eta * max_k |delta_k| + (1 - eta) * mean_k |delta_k|` over the
     /// valid steps k (`mask`; every step when `mask` is `None`), then as
     /// [`ReplayCore::update_priorities`] for the start rows: `(p + eps)^alpha`. Returns the
-    /// number of start rows skipped (no longer holding the transition they were handed out
-    /// for).
+    /// number of start rows skipped (holding no transition now).
     ///
     /// `td` is `[B, T]` (float or integer), `mask` `[B, T]` bool or integer (nonzero: valid),
     /// `idx` `[B]`.

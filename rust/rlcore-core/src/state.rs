@@ -106,7 +106,8 @@ fn layout(
     if per {
         out.push(("per.priorities".into(), DType::F64, vec![rows]));
         out.push(("per.max_p".into(), DType::F64, vec![1]));
-        // per row: the transition last handed out (the name predates add handing out rows)
+        // per row: the transition it holds (u64::MAX: none). Written for the readers of earlier
+        // versions, which kept it as a separate record; ignored on load.
         out.push(("per.sampled".into(), DType::U64, vec![rows]));
     }
     out
@@ -160,23 +161,6 @@ fn stored_columns(sc: &Schema) -> Vec<(&str, DType, &[usize])> {
 }
 
 impl ReplayCore {
-    /// After a load: every transition row was handed out by the add that wrote it (in the
-    /// process that saved it), so its record names the transition it holds. Saves written
-    /// before `add` handed out rows recorded only sampled rows; this brings them in line.
-    fn settle_hand_outs(&mut self) {
-        if self.per.is_none() || !self.has_schema() {
-            return;
-        }
-        for r in 0..self.st.rows {
-            let now = self.st.abs_of(r).map(|(_, a)| a);
-            if let (Some(a), true) = (now, self.st.flag(r) & F_TRANSITION != 0) {
-                if let Some(per) = self.per.as_mut() {
-                    per.handed_out[r] = a;
-                }
-            }
-        }
-    }
-
     /// The record offset and width of every per-row field, in state-part order.
     fn row_fields(&self) -> Vec<(String, DType, Vec<usize>, usize, usize)> {
         let rows = self.st.rows;
@@ -294,7 +278,14 @@ impl ReplayCore {
         if let Some(per) = &self.per {
             small.push(Cow::Borrowed(bytes_of(per.tree.leaves())));
             small.push(Cow::Owned(per.max_p.to_ne_bytes().to_vec()));
-            small.push(Cow::Borrowed(bytes_of(&per.handed_out)));
+            small.push(Cow::Owned(
+                (0..self.st.rows)
+                    .flat_map(|r| {
+                        let a = self.st.transition_abs(r).unwrap_or(u64::MAX);
+                        a.to_ne_bytes()
+                    })
+                    .collect(),
+            ));
         }
         for (d, v) in rest.iter_mut().zip(small) {
             d.copy_from_slice(&v);
@@ -609,9 +600,7 @@ impl ReplayCore {
             debug_assert_eq!(leaves.len(), self.st.rows);
             per.tree.load_leaves(&leaves);
             per.max_p = f64::from_ne_bytes(get("per.max_p").try_into().unwrap_or([0; 8]));
-            copy_into(&mut per.handed_out, get("per.sampled"));
         }
-        self.settle_hand_outs();
         Ok(())
     }
 }

@@ -604,7 +604,7 @@ impl Storage {
             data[no..no + 4].fill(0);
             data[no + OFF_EP_ID..no + OFF_EP_ID + 8].copy_from_slice(&ep.to_ne_bytes());
             if let Some(per) = per.as_deref_mut() {
-                per.on_write(p, cur);
+                per.on_write(p);
                 if retire {
                     per.on_drop(np);
                 }
@@ -864,7 +864,7 @@ impl Storage {
             None => self.write_columns(true, p, &s.step, i, 0),
         }
         // next observation in the next row
-        let (np, done) = self.end_step(e, cur, p, r, term, trunc, per);
+        let (np, done) = self.end_step(e, p, r, term, trunc, per);
         let newest = self.k1 as usize;
         match bulk {
             Some(d) => {
@@ -910,7 +910,7 @@ impl Storage {
         );
         let r = read_f64(u.rew.dtype, u.rew.data, i);
         let (term, trunc) = (u.terminated.data[i] != 0, u.truncated.data[i] != 0);
-        let (np, done) = self.end_step(e, cur, p, r, term, trunc, per);
+        let (np, done) = self.end_step(e, p, r, term, trunc, per);
         crate::mem::copy_row(
             &mut self.bytes_mut()[np * rec + off..][..ob],
             &u.obs_next.data[i * ob..(i + 1) * ob],
@@ -979,8 +979,7 @@ impl Storage {
         }
     }
 
-    /// The transition at env e's open row p (absolute `cur`; its step columns already
-    /// written): its fixed fields, counts and priority, then the next row claimed for its next
+    /// The transition at env e's open row p (its step columns already written): its fixed fields, counts and priority, then the next row claimed for its next
     /// observation (the caller copies that) and, when `term || trunc`, the episode's end.
     /// Returns the next row and the episode that ended.
     #[allow(clippy::too_many_arguments)]
@@ -988,7 +987,6 @@ impl Storage {
     fn end_step(
         &mut self,
         e: usize,
-        cur: u64,
         p: usize,
         r: f64,
         term: bool,
@@ -1006,8 +1004,7 @@ impl Storage {
         self.envs[e].n_trans += 1;
         self.transitions += 1;
         if let Some(per) = per.as_deref_mut() {
-            // the add hands out row p for this transition (its `AddOutcome::rows`)
-            per.on_write(p, cur);
+            per.on_write(p);
         }
         let (nabs, np) = self.claim_row(e, per);
         let ep = self.envs[e].next_ep - 1;

@@ -622,12 +622,11 @@ impl RawBuffer {
     /// initial priorities) or by `sample` (`TransitionBatch.indices`). priorities: [K] numbers
     /// >= 0 (e.g. |TD error|), one per index.
     ///
-    /// Which transition an index names: with bare row indices, the most recent hand-out of a
-    /// row (by add, extend or sample) defines it, and an update lands if and only if the row
-    /// still holds that transition. A row that holds no transition now (a terminal row, the
-    /// open row of a running episode, a row never written or cleared) is skipped and counted.
-    /// So an index from `sample` whose row was overwritten since is skipped while the row holds
-    /// no transition, and lands on the newer transition once `add` has handed the row out for it.
+    /// Which transition an index names: the one its row holds at the time of the update. A row
+    /// that holds no transition now (a terminal row, the open row of a running episode, a row
+    /// never written or cleared) is skipped and counted. So an index from `sample` whose row
+    /// was overwritten since is skipped while the row holds no transition, and lands on the
+    /// newer transition once `add` has written one there.
     ///
     /// Raises ShapeError (K differs, arrays not 1-d), DTypeError (non-integer indices, bool or
     /// non-numeric priorities), InvalidValueError (an index outside [0, capacity); a negative,
