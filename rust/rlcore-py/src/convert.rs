@@ -746,6 +746,23 @@ pub fn fresh_batch<'py, 'f>(
         .collect()
 }
 
+/// The name of a batch field as an interned Python string, so that reading a field of an `out`
+/// batch does not build and hash a new string per call.
+fn field_name<'py>(py: Python<'py>, f: Field) -> &'py Bound<'py, PyString> {
+    match f {
+        Field::Obs => pyo3::intern!(py, "obs"),
+        Field::ObsNext => pyo3::intern!(py, "obs_next"),
+        Field::Act => pyo3::intern!(py, "act"),
+        Field::Extras => pyo3::intern!(py, "extras"),
+        Field::Rew => pyo3::intern!(py, "rew"),
+        Field::Terminated => pyo3::intern!(py, "terminated"),
+        Field::Truncated => pyo3::intern!(py, "truncated"),
+        Field::Discount => pyo3::intern!(py, "discount"),
+        Field::Indices => pyo3::intern!(py, "indices"),
+        Field::Weights => pyo3::intern!(py, "weights"),
+    }
+}
+
 /// The arrays of a caller's `out` batch (a `TransitionBatch` of this buffer), checked by the
 /// core against the batch layout.
 ///
@@ -762,7 +779,7 @@ pub fn out_batch<'py, 'f>(
         let attr = match &last {
             Some((field, a)) if *field == f.field => a.clone(),
             _ => {
-                let a = out.getattr(f.field.name()).map_err(|_| {
+                let a = out.getattr(field_name(out.py(), f.field)).map_err(|_| {
                     CoreError::usage(format!(
                         "out must be a TransitionBatch (from a previous sample of this buffer); \
                          it has no field '{}' ({})",
