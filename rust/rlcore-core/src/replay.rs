@@ -380,8 +380,8 @@ impl ReplayCore {
         // rows from each drawn row on that the draw already brought into cache
         let fetched = match (&self.per, &self.her) {
             (Some(per), _) => {
-                sampling::draw_prioritized(per, rng, &mut self.scratch, b);
-                0
+                sampling::draw_prioritized(per, st, rng, &mut self.scratch, b);
+                st.draw_fetched_rows()
             }
             (None, Some(cfg)) if cfg.finished_only => {
                 st.draw_finished(rng, self.scratch.plans(b))?;

@@ -204,8 +204,15 @@ impl Scratch {
 }
 
 /// Stratified prioritized draw: one sample from each of B equal slices of the priority mass
-/// (Schaul et al. 2016, appendix B.2.1), into `plans[i].p`.
-pub(crate) fn draw_prioritized(per: &PerState, rng: &mut Rng, scratch: &mut Scratch, b: usize) {
+/// (Schaul et al. 2016, appendix B.2.1), into `plans[i].p`, each drawn row's records (rows t
+/// and t + 1, as [`Storage::draw_uniform`]'s) requested from the storage `st` as it is found.
+pub(crate) fn draw_prioritized(
+    per: &PerState,
+    st: &Storage,
+    rng: &mut Rng,
+    scratch: &mut Scratch,
+    b: usize,
+) {
     let total = per.tree.total();
     let seg_mass = total / b as f64;
     let (us, rows) = (&mut scratch.us, &mut scratch.rows);
@@ -215,7 +222,9 @@ pub(crate) fn draw_prioritized(per: &PerState, rng: &mut Rng, scratch: &mut Scra
         us.push(((i as f64 + rng.uniform()) * seg_mass).min(total));
     }
     rows.resize(b, 0);
-    per.tree.find_batch(us, rows);
+    // each drawn row's records requested as soon as its descent ends, so that their misses
+    // overlap with the descents still to come
+    per.tree.find_batch(us, rows, |p| st.prefetch(p));
     for (pl, &p) in scratch.plans.iter_mut().zip(rows.iter()) {
         pl.p = p;
     }
@@ -243,8 +252,8 @@ impl Storage {
         crate::mem::prefetch(&self.ep_end[rec]);
     }
 
-    /// How many rows from each drawn row on [`Storage::draw_uniform`]'s prefetch brings into
-    /// cache whole (its 256 bytes hold rows t and t + 1 of records up to 128 bytes).
+    /// How many rows from each drawn row on the draw's prefetch ([`Storage::draw_uniform`],
+    /// [`draw_prioritized`]) brings into cache whole (its 256 bytes hold rows t and t + 1 of records up to 128 bytes).
     pub(crate) fn draw_fetched_rows(&self) -> usize {
         if 2 * self.schema.rec <= 256 {
             2

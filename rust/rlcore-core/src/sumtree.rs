@@ -421,8 +421,9 @@ impl SumTree {
     /// descents before it is read, so their cache misses overlap instead of queuing up behind
     /// each other (requesting a whole level at once overflows the miss buffers, which then drop
     /// requests). `us` is consumed (left holding the residual masses); `out[i]` receives the
-    /// leaf of `us[i]`.
-    pub fn find_batch(&self, us: &mut [f64], out: &mut [usize]) {
+    /// leaf of `us[i]`, and `on_leaf(out[i])` is called as soon as that descent has ended (the
+    /// sampler requests the drawn row's records there).
+    pub fn find_batch(&self, us: &mut [f64], out: &mut [usize], on_leaf: impl Fn(usize)) {
         debug_assert_eq!(us.len(), out.len());
         out.iter_mut().for_each(|x| *x = 0);
         let n = out.len();
@@ -441,6 +442,9 @@ impl SumTree {
                 let (j, rest) = Self::pick(&self.sum[at + out[i]], us[i]);
                 us[i] = rest;
                 out[i] = out[i] * K + j;
+                if l == 0 {
+                    on_leaf(out[i]);
+                }
             }
         }
     }
@@ -582,7 +586,7 @@ mod tests {
             .collect();
         let want: Vec<usize> = us.iter().map(|&u| t.find(u)).collect();
         let mut got = vec![0; 200];
-        t.find_batch(&mut us, &mut got);
+        t.find_batch(&mut us, &mut got, |_| ());
         assert_eq!(got, want);
     }
 
@@ -650,7 +654,7 @@ mod tests {
                     let near = prefix.iter().any(|&c| (c - u).abs() <= 1e-9 * t.total());
                     if !near { prop_assert_eq!(leaf, b.find(u)); }
                 }
-                t.find_batch(&mut batch, &mut got);
+                t.find_batch(&mut batch, &mut got, |_| ());
                 prop_assert_eq!(got, want);
                 for u in [t.total(), t.total() * 2.0, f64::MAX] {
                     prop_assert!(leaves[t.find(u)] > 0.0);
