@@ -253,7 +253,8 @@ impl Storage {
     }
 
     /// How many rows from each drawn row on the draw's prefetch ([`Storage::draw_uniform`],
-    /// [`draw_prioritized`]) brings into cache whole (its 256 bytes hold rows t and t + 1 of records up to 128 bytes).
+    /// [`draw_prioritized`]) brings into cache whole (its 256 bytes hold rows t and t + 1 of
+    /// records up to 128 bytes).
     pub(crate) fn draw_fetched_rows(&self) -> usize {
         if 2 * self.schema.rec <= 256 {
             2
