@@ -979,9 +979,10 @@ impl Storage {
         }
     }
 
-    /// The transition at env e's open row p (its step columns already written): its fixed fields, counts and priority, then the next row claimed for its next
-    /// observation (the caller copies that) and, when `term || trunc`, the episode's end.
-    /// Returns the next row and the episode that ended.
+    /// The transition at env e's open row p (its step columns already written): its fixed
+    /// fields, counts and priority, then the next row claimed for its next observation (the
+    /// caller copies that) and, when `term || trunc`, the episode's end. Returns the next row
+    /// and the episode that ended.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn end_step(
