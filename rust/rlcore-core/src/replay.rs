@@ -373,7 +373,7 @@ impl ReplayCore {
         let st = &self.st;
         let rng = &mut self.rng;
         if self.per.is_none() && self.her.is_none() {
-            st.sample_fused(rng, &mut self.scratch.pairs, b, n_step, gamma, out);
+            st.sample_fused::<false>(rng, &mut self.scratch.pairs, b, n_step, gamma, out);
             return Ok(());
         }
         self.scratch.plans(b);

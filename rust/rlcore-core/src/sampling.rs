@@ -505,7 +505,9 @@ impl Storage {
     /// turn. Requesting every line of 12 windows at once puts more misses in flight than the
     /// miss buffers hold, and the requests past them are dropped. Smaller buffers skip the second
     /// stage's work.
-    pub(crate) fn sample_fused(
+    ///
+    /// With `FLOOR`, the benchmarks' floor instead (see [`Storage::floor_gather`]).
+    pub(crate) fn sample_fused<const FLOOR: bool>(
         &self,
         rng: &mut Rng,
         pairs: &mut RowPairs,
@@ -515,14 +517,13 @@ impl Storage {
         out: &mut BatchOut<'_>,
     ) {
         if self.bytes().len() > STAGED_PREFETCH_BYTES {
-            self.sample_fused_with::<true, false>(rng, pairs, b, n_step, gamma, out);
+            self.sample_fused_with::<true, FLOOR>(rng, pairs, b, n_step, gamma, out);
         } else {
-            self.sample_fused_with::<false, false>(rng, pairs, b, n_step, gamma, out);
+            self.sample_fused_with::<false, FLOOR>(rng, pairs, b, n_step, gamma, out);
         }
     }
 
-    /// [`Storage::sample_fused`], with the two-stage prefetch or without; with `FLOOR`, the
-    /// benchmarks' floor instead (see [`Storage::floor_gather`]).
+    /// [`Storage::sample_fused`], with the two-stage prefetch or without.
     #[inline(always)]
     fn sample_fused_with<const STAGED: bool, const FLOOR: bool>(
         &self,
@@ -619,12 +620,7 @@ impl Storage {
     /// distance is slower than `sample` on buffers out of cache: its iterations are so short
     /// that 12 rows ahead is less time ahead than a DRAM miss takes (measured at 200k and 1M).
     pub(crate) fn floor_gather(&self, rng: &mut Rng, rows: &mut RowPairs, out: &mut BatchOut<'_>) {
-        let b = out.rew.len();
-        if self.bytes().len() > STAGED_PREFETCH_BYTES {
-            self.sample_fused_with::<true, true>(rng, rows, b, 1, 0.0, out);
-        } else {
-            self.sample_fused_with::<false, true>(rng, rows, b, 1, 0.0, out);
-        }
+        self.sample_fused::<true>(rng, rows, out.rew.len(), 1, 0.0, out);
     }
 
     /// Copy the columns of the rows in `rows` into `out`: observations of `rows.t` and
