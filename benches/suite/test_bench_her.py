@@ -7,6 +7,14 @@ Peers: SB3 ``HerReplayBuffer`` (its reward is always the env's Python ``compute_
 DummyVecEnv of a real FetchReach-v4), Tianshou ``HERReplayBuffer`` (Python ``compute_reward_fn``;
 it relabels by writing into its storage and restores on the next call), rlox ``HERBuffer``
 (native threshold reward only; flat float32 obs of 16 with the goals at offsets 10 and 13).
+
+The native-reward groups also time the *floor* (issue 20): ``RawBuffer._floor_gather`` on the same
+HER buffer, the bench-only bare Rust gather that ``test_bench_sample.py`` times, here copying the
+same columns of uniformly drawn rows t and t + 1 (the three observation keys of both, action,
+reward, flags, index) into the same fresh arrays behind the same one PyO3 call. It does none of
+HER's per-row work: no episode bounds, no goal draw, no read of the goal row's achieved goal, no
+reward. So rlcore / floor is the cost of that work (and of the goal row's line) over a gather of
+the rows themselves.
 """
 
 from __future__ import annotations
@@ -187,6 +195,12 @@ def build_rlox_her(cap: int) -> Any:
 
 
 def _her_op(lib: str, cap: int, reward: str) -> tuple[Any, str]:
+    if lib == "floor":
+        floor = build_rlcore_her(cap, "native")
+        seeds = itertools.count(1).__next__
+        return (lambda: floor._floor_gather(BATCH, seeds())), (
+            "bare Rust gather of rows t and t + 1 into the same arrays (no bounds, goal draw, goal read or reward)"
+        )
     if lib == "rlcore":
         buf = build_rlcore_her(cap, reward)
         return (lambda: buf.sample(BATCH)), (
@@ -215,9 +229,10 @@ def _her_op(lib: str, cap: int, reward: str) -> tuple[Any, str]:
 CASES = [
     (cap, reward, lib)
     for cap in CAPACITIES
-    for lib in ["rlcore", "rlox", "tianshou", "sb3", "rlcore (1M rows stored)"]
+    for lib in ["rlcore", "rlox", "tianshou", "sb3", "rlcore (1M rows stored)", "floor"]
     for reward in ["native", "python"]
     if not (lib == "rlcore (1M rows stored)" and cap != 1_000_000)
+    and not (lib == "floor" and reward != "native")
 ]
 
 

@@ -1,7 +1,8 @@
 //! Microbenchmarks of the replay core without Python (issue 20): µs per call of `sample(256)`
 //! (plain, n-step 3, PER with updates) and of the floor gather, at capacities 10k, 200k and 1M,
 //! obs 17 / act 6 float32 (the suite's shapes); HER `sample(256)` with the native reward (and
-//! n-step 3) on 100k transitions of FetchReach-sized goal episodes (the suite's HER data). `cargo bench -p rlcore-core --bench sample`;
+//! n-step 3) and the floor gather of the same HER buffer, on 100k transitions of FetchReach-sized
+//! goal episodes (the suite's HER data). `cargo bench -p rlcore-core --bench sample [CAP [NAME]]`;
 //! medians (and range) of 15 blocks of 400 calls, in CPU time of this thread.
 //! Never part of `cargo test`.
 
@@ -344,9 +345,20 @@ fn main() -> Result<()> {
                 })?,
             );
         }
-        if want(&case_name("HER sample", 1)) || want(&case_name("HER sample", 3)) {
+        let her_cases = [case_name("HER sample", 1), case_name("HER sample", 3)];
+        if her_cases.iter().any(|n| want(n)) || want("HER floor") {
             let mut hcore = filled_her(cap)?;
             let mut hout = AnyOut::new(&hcore);
+            if want("HER floor") {
+                report(
+                    "HER floor",
+                    time(|| {
+                        seed += 1;
+                        let mut out = hout.batch(&hcore)?;
+                        hcore.floor_gather(B, seed, &mut out)
+                    })?,
+                );
+            }
             for n in [1usize, 3] {
                 let name = case_name("HER sample", n);
                 if want(&name) {
