@@ -758,9 +758,9 @@ def headline_table(
 
 
 def floor_table(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Every group with a floor row (sample(256) at each capacity, HER sample(256) with the native
-    reward, Atari frames): rlcore's and each peer's time over the floor's, i.e. how many times a
-    bare gather of the same bytes each one costs."""
+    """Every group with a floor row (sample(256) and sample(256, n_step=3) at each capacity, HER
+    sample(256) with the native reward, Atari frames): rlcore's and each peer's time over the
+    floor's, i.e. how many times a bare gather of the same bytes each one costs."""
     gs = [g for g, rs in groups.items() if any(r["lib"] == FLOOR for r in rs)]
     if not gs:
         return []
@@ -769,7 +769,9 @@ def floor_table(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
         "## Distance to the floor: time / floor time\n",
         "The floor is the plainest code doing the same memory work: for sample(256), a bench-only bare Rust "
         "gather of the same bytes into the same arrays, `sample`'s own draw and prefetch pipeline without its "
-        "validity, n-step or discount work (`benches/suite/test_bench_sample.py`); for HER sample(256), the "
+        "validity, n-step or discount work (`benches/suite/test_bench_sample.py`); for sample(256, n_step=3), "
+        "the same gather reading rows t .. t + 3 of each window as they come, without the window's cut at an "
+        "episode end or its discount; for HER sample(256), the "
         "same gather of rows t and t + 1 of the HER buffer, without episode bounds, goal draw, goal read or "
         "reward (`benches/suite/test_bench_her.py`); for Atari "
         "frames, one `numpy.take` of each sample's 8 frame rows from a plain frame array "

@@ -1532,8 +1532,8 @@ def test_sample_and_len_cost_do_not_grow_with_num_envs():
 
 def test_bench_floor_gather_copies_the_drawn_rows_and_their_next_rows():
     """The benchmark floor (issue 20) gathers real bytes: the observation of each row it returns,
-    the next row's, the action, reward and flags, into arrays shaped like a sample's; it leaves the
-    buffer's generator alone."""
+    the next row's (with n_step, the observation n rows on and the rewards in between), the action,
+    reward and flags, into arrays shaped like a sample's; it leaves the buffer's generator alone."""
     buf = rlcore.ReplayBuffer(64, num_envs=2, seed=0)
     rng = np.random.default_rng(1)
     for _ in range(40):
@@ -1562,6 +1562,22 @@ def test_bench_floor_gather_copies_the_drawn_rows_and_their_next_rows():
                 rng.standard_normal((2, 3)).astype(np.float32))
     np.testing.assert_array_equal(ref.sample(8).indices, before)
     np.testing.assert_array_equal(ref.sample(8).indices, buf.sample(8).indices)
+    # with n_step, the window's rows as they come, in the env segment's ring order: the rewards of
+    # rows t .. t + n - 1 summed (float32, as stored) and the observation of row t + n
+    for n in (2, 3):
+        f = rlcore.TransitionBatch(*buf._floor_gather(50, 4, n)[:8])
+        rows = [f.indices]
+        for _ in range(n):
+            r = rows[-1]
+            rows.append(np.where((r + 1) % seg == 0, r + 1 - seg, r + 1))
+        want = rew[rows[0]]
+        for r in rows[1:n]:
+            want = want + rew[r]
+        np.testing.assert_array_equal(f.obs, obs[f.indices])
+        np.testing.assert_array_equal(f.obs_next, obs[rows[n]])
+        np.testing.assert_allclose(f.rew, want, rtol=1e-6)
+    with pytest.raises(rlcore.errors.InvalidValueError, match="n_step"):
+        buf._floor_gather(8, 1, 0)
 
 
 @pytest.mark.parametrize("prioritized", [False, True])

@@ -9,8 +9,10 @@ Each sample(256) group also times the *floor* (issue 20): ``RawBuffer._floor_gat
 Rust gather into the same fresh output arrays of the same bytes (observation, next row's
 observation, action, reward, flags, index) of uniformly drawn rows, without validity, n-step or
 discount work, behind the same one PyO3 call. It runs ``sample``'s own draw and prefetch pipeline
-with that work taken out, so the distance is the per-row work alone. The report shows rlcore's
-time over the floor's."""
+with that work taken out, so the distance is the per-row work alone. The sample(256, n_step=3)
+groups time the floor with n_step=3: the same gather reading each row's window as it comes (the
+rewards of rows t .. t + 2 summed as stored, the observation of row t + 3), without the window's
+cut at an episode end or its discount. The report shows rlcore's time over the floor's."""
 
 from __future__ import annotations
 
@@ -72,6 +74,12 @@ def _sample_op(lib: str, cap: int, batch: int = BATCH) -> tuple[Any, str]:
 
 
 def _nstep_op(lib: str, cap: int) -> tuple[Any, str]:
+    if lib == "floor":
+        buf = build_rlcore(cap)
+        seeds = itertools.count(1).__next__
+        return (lambda: buf._floor_gather(BATCH, seeds(), N_STEP)), (
+            "bare Rust gather of the same bytes (rows t .. t + n read as they come, no window cut or discount)"
+        )
     if lib == "rlcore":
         buf = build_rlcore(cap)
         return (lambda: buf.sample(BATCH, n_step=N_STEP, gamma=GAMMA)), ""
@@ -116,7 +124,7 @@ def test_sample(benchmark: Any, lib: str, cap: int) -> None:
 
 
 @pytest.mark.parametrize("cap", CAPACITIES, ids=lambda c: f"cap{c}")
-@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("lib", [*LIBS, "floor"])
 def test_sample_nstep(benchmark: Any, lib: str, cap: int) -> None:
     tag(benchmark, f"sample({BATCH}, n_step={N_STEP})", lib, capacity=cap)
     op, note = build_or_skip(lib, lambda: _nstep_op(lib, cap))

@@ -1,5 +1,5 @@
 //! Microbenchmarks of the replay core without Python (issue 20): µs per call of `sample(256)`
-//! (plain, n-step 3, PER with updates) and of the floor gather, at capacities 10k, 200k and 1M,
+//! (plain, n-step 3, PER with updates) and of the floor gather (n-step 1 and 3), at capacities 10k, 200k and 1M,
 //! obs 17 / act 6 float32 (the suite's shapes); HER `sample(256)` with the native reward (and
 //! n-step 3) and the floor gather of the same HER buffer, on 100k transitions of FetchReach-sized
 //! goal episodes (the suite's HER data). `cargo bench -p rlcore-core --bench sample [CAP [NAME]]`;
@@ -296,16 +296,17 @@ fn main() -> Result<()> {
         let mut out = Out::new();
         let mut core = filled(cap, false)?;
         let mut seed = 0u64;
-        if want("floor") {
-            report(
-                "floor",
-                time(|| {
-                    seed += 1;
-                    core.floor_gather(B, seed, &mut out.batch(false))
-                })?,
-            );
-        }
         for n in [1usize, 3] {
+            let name = case_name("floor", n);
+            if want(&name) {
+                report(
+                    &name,
+                    time(|| {
+                        seed += 1;
+                        core.floor_gather(B, n, seed, &mut out.batch(false))
+                    })?,
+                );
+            }
             let name = case_name("sample", n);
             if want(&name) {
                 report(
@@ -355,7 +356,7 @@ fn main() -> Result<()> {
                     time(|| {
                         seed += 1;
                         let mut out = hout.batch(&hcore)?;
-                        hcore.floor_gather(B, seed, &mut out)
+                        hcore.floor_gather(B, 1, seed, &mut out)
                     })?,
                 );
             }

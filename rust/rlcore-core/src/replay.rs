@@ -402,17 +402,26 @@ impl ReplayCore {
 
     /// The benchmarks' floor, not part of the API: `b` alive rows drawn with a generator seeded
     /// by `seed` (the buffer's own is untouched) and copied into `out` without any of
-    /// `sample`'s semantics (see `Storage::floor_gather`). The benchmark suite times it next to
-    /// `sample(b)` to show how far the sampler is from a bare gather of the same bytes.
+    /// `sample`'s semantics, each with the rows of an `n_step` window read as they come (see
+    /// `Storage::floor_gather`). The benchmark suite times it next to `sample(b, n_step)` to
+    /// show how far the sampler is from a bare gather of the same bytes.
     ///
-    /// Errors: `InvalidValue` for `b` [`validate::sample_args`] refuses; `Empty` for an empty
-    /// buffer; `Shape` (out arrays).
+    /// Errors: `InvalidValue` for `b` or `n_step` [`validate::sample_args`] refuses; `Empty` for
+    /// an empty buffer; `Shape` (out arrays).
     #[doc(hidden)]
-    pub fn floor_gather(&mut self, b: usize, seed: u64, out: &mut BatchOut<'_>) -> Result<()> {
-        self.check_sample_args(b, 1, 0.0)?;
+    pub fn floor_gather(
+        &mut self,
+        b: usize,
+        n_step: usize,
+        seed: u64,
+        out: &mut BatchOut<'_>,
+    ) -> Result<()> {
+        self.check_sample_args(b, n_step, 0.0)?;
         out.check(&self.st.schema, b, self.per.is_some())?;
         let rows = &mut self.scratch.pairs;
-        self.st.floor_gather(&mut Rng::new(seed), rows, out);
+        // (as in `sample`: no window is longer than a segment)
+        let n_step = n_step.min(self.st.seg);
+        self.st.floor_gather(&mut Rng::new(seed), rows, n_step, out);
         Ok(())
     }
 

@@ -576,8 +576,15 @@ impl Storage {
                 }
             };
             if FLOOR {
-                pairs.push(p, self.next_row(p));
-                rew_out[i] = self.rew(p);
+                // the window's rows read as they come: the rewards of rows t .. t + n - 1 summed
+                // as stored, the observation of row t + n
+                let (mut q, mut acc) = (self.next_row(p), self.rew(p));
+                for _ in 1..n_step {
+                    acc += self.rew(q);
+                    q = self.next_row(q);
+                }
+                pairs.push(p, q);
+                rew_out[i] = acc;
                 term_out[i] = self.term(p);
                 trunc_out[i] = self.trunc(p);
                 idx_out[i] = p as i64;
@@ -609,18 +616,26 @@ impl Storage {
     }
 
     /// The benchmarks' floor (issue 20): the plainest fast gather of the bytes a `sample(B)`
-    /// returns, with none of its semantics. `sample_fused`'s pipeline (the same draw, the same
-    /// prefetch schedule, the same column copies) with its per-row work taken out: every drawn
-    /// alive row is taken (transition or not), its observation and the next row's, its step
-    /// columns, reward and flags are copied into `out`, its index into `out.indices`; no
-    /// validity check, no n-step window, `out.discount` left as it is. Not part of the
-    /// buffer's API.
+    /// (or `sample(B, n_step)`) returns, with none of its semantics. `sample_fused`'s pipeline
+    /// (the same draw, the same prefetch schedule, the same column copies) with its per-row work
+    /// taken out: every drawn alive row t is taken (transition or not); its observation, step
+    /// columns and flags, the observation of row t + n (in its env segment's ring order) and the
+    /// plain sum of the rewards of rows t .. t + n - 1 are copied into `out`, its index into
+    /// `out.indices`. No validity check, no window cut at an episode end, no discount
+    /// (`out.discount` is left as it is). Not part of the buffer's API. `n_step` must be in
+    /// `1 ..= seg_len`.
     ///
     /// A bare loop that draws all B rows first and then gathers them with the same prefetch
     /// distance is slower than `sample` on buffers out of cache: its iterations are so short
     /// that 12 rows ahead is less time ahead than a DRAM miss takes (measured at 200k and 1M).
-    pub(crate) fn floor_gather(&self, rng: &mut Rng, rows: &mut RowPairs, out: &mut BatchOut<'_>) {
-        self.sample_fused::<true>(rng, rows, out.rew.len(), 1, 0.0, out);
+    pub(crate) fn floor_gather(
+        &self,
+        rng: &mut Rng,
+        rows: &mut RowPairs,
+        n_step: usize,
+        out: &mut BatchOut<'_>,
+    ) {
+        self.sample_fused::<true>(rng, rows, out.rew.len(), n_step, 0.0, out);
     }
 
     /// Copy the columns of the rows in `rows` into `out`: observations of `rows.t` and

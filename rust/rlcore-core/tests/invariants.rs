@@ -1049,7 +1049,7 @@ fn large_buffers_sample_what_sample_at_returns() {
     // the benchmarks' floor runs the same staged pipeline without the validity check: it takes
     // every drawn row, and copies the same bytes sample_at does for those that are transitions
     let mut floor = Out::new(b, 1);
-    core.floor_gather(b, 9, &mut floor.batch(false)).unwrap(); // ok: test
+    core.floor_gather(b, 1, 9, &mut floor.batch(false)).unwrap(); // ok: test
     let is_t = core.is_transition(&floor.idx).unwrap(); // ok: test
     let taken: Vec<usize> = (0..b).filter(|&i| is_t[i]).collect();
     assert!(
@@ -1068,4 +1068,31 @@ fn large_buffers_sample_what_sample_at_returns() {
             (want.rew[k], want.term[k], want.trunc[k])
         );
     }
+    // with n_step = 3 it reads the window's rows as they come: for rows whose 3-step window
+    // lies inside one running episode, the observation after it and the sum of its rewards
+    // are those of sample_at(n_step = 3, gamma = 1)
+    let mut floor = Out::new(b, 1);
+    core.floor_gather(b, 3, 10, &mut floor.batch(false))
+        .unwrap(); // ok: test
+    let is_t = core.is_transition(&floor.idx).unwrap(); // ok: test
+    let taken: Vec<usize> = (0..b).filter(|&i| is_t[i]).collect();
+    let idx: Vec<i64> = taken.iter().map(|&i| floor.idx[i]).collect();
+    let mut want = Out::new(idx.len(), 1);
+    core.sample_at(&idx, None, 3, 0.5, &mut want.batch(false), None)
+        .unwrap(); // ok: test
+    let mut sums = Out::new(idx.len(), 1);
+    core.sample_at(&idx, None, 3, 1.0, &mut sums.batch(false), None)
+        .unwrap(); // ok: test
+    let mut whole = 0;
+    for (k, &i) in taken.iter().enumerate() {
+        // discount 0.5^3: the window has 3 steps and does not end in a termination
+        if want.disc[k] != 0.125 {
+            continue;
+        }
+        whole += 1;
+        assert_eq!(floor.obs_id(i, false), want.obs_id(k, false));
+        assert_eq!(floor.obs_id(i, true), want.obs_id(k, true));
+        assert!((floor.rew[i] - sums.rew[k]).abs() <= 1e-5 * sums.rew[k].abs().max(1.0));
+    }
+    assert!(whole > b / 4, "only {whole} whole windows among {b} rows");
 }

@@ -424,23 +424,26 @@ impl RawBuffer {
         Ok(convert::batch_tuple(py, core.batch_fields(), arrays)?)
     }
 
-    /// Benchmark only (not API): the floor of `sample(batch_size)`, i.e. the same output arrays
-    /// filled by a bare gather of uniformly drawn alive rows (no validity, n-step or discount
-    /// work; see `ReplayCore::floor_gather`); the fields of a TransitionBatch as a tuple.
+    /// Benchmark only (not API): the floor of `sample(batch_size, n_step=n_step)`, i.e. the same
+    /// output arrays filled by a bare gather of uniformly drawn alive rows and the rows of their
+    /// windows (no validity, window cut or discount work; see `ReplayCore::floor_gather`); the
+    /// fields of a TransitionBatch as a tuple.
+    #[pyo3(signature = (batch_size, seed, n_step=1))]
     fn _floor_gather<'py>(
         &self,
         py: Python<'py>,
         batch_size: &Bound<'py, PyAny>,
         seed: u64,
+        n_step: usize,
     ) -> Result<Bound<'py, PyTuple>> {
         let b = convert::count(batch_size, "batch_size")?;
         let mut core = self.lock(py)?;
-        core.check_sample_args(b, 1, 0.0)?;
+        core.check_sample_args(b, n_step, 0.0)?;
         let arrays = convert::fresh_batch(py, core.batch_fields(), b)?;
         // SAFETY: fresh arrays: C-contiguous, writable, distinct, alive until the end of this call.
         let slices = arrays.iter().map(|a| unsafe { bytes_mut(a) });
         let mut bo = BatchOut::from_fields(core.batch_fields().zip(slices))?;
-        core.floor_gather(b, seed, &mut bo)?;
+        core.floor_gather(b, n_step, seed, &mut bo)?;
         drop(bo);
         Ok(convert::batch_tuple(py, core.batch_fields(), arrays)?)
     }
