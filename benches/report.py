@@ -14,6 +14,10 @@ What runs (each part in its own processes, rlcore and each peer on identical dat
 
 - micro and scale: the pytest-benchmark modules in ``benches/suite/`` (``test_bench_*.py``). Every
   group runs rlcore and each peer in one process;
+- interleaved: ``benches/interleaved.py`` (after the micro runs, unless ``--no-interleaved`` or
+  ``-k``), the operations the speed targets compare, built in one process and timed in alternating
+  blocks so that both sides of a ratio see the same phases of a shared machine; the targets use
+  these ratios where both sides were timed there;
 - memory: ``benches/suite/memory.py``, one subprocess per library and case (resident bytes per
   stored transition);
 - end to end: ``benches/e2e_speed.py`` (SAC Pendulum, DDPG+HER FetchReach) and
@@ -136,6 +140,57 @@ def run_benchmarks(json_path: Path, skips_path: Path, extra: list[str]) -> int:
     env = {**os.environ, "RLCORE_BENCH_SKIPS": str(skips_path)}
     print("+", " ".join(cmd), flush=True)
     return subprocess.call(cmd, cwd=BENCH_DIR, env=env)
+
+
+def run_interleaved(out: Path) -> int:
+    """``benches/interleaved.py``: the targets' comparisons timed in alternating blocks in one
+    process (robust to the machine's speed phases); returns its exit code."""
+    cmd = [sys.executable, str(Path(__file__).resolve().parent / "interleaved.py"), "--out", str(out)]
+    print("+ " + shlex.join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=BENCH_DIR)
+
+
+def load_interleaved(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """``interleaved.py``'s records by (group, lib), the timed ones only; empty without the file."""
+    if not path.exists():
+        return {}
+    return {(r["group"], r["lib"]): r for r in json.loads(path.read_text()) if "rounds_s" in r}
+
+
+def interleaved_ratio(
+    inter: dict[tuple[str, str], dict[str, Any]], a: tuple[str, str], b: tuple[str, str]
+) -> float | None:
+    """``b``'s time over ``a``'s, the median over rounds of the ratio of their blocks in that round,
+    when both were timed in the same interleaved set; else None."""
+    ra, rb = inter.get(a), inter.get(b)
+    if ra is None or rb is None or ra["set"] != rb["set"]:
+        return None
+    return statistics.median(y / x for x, y in zip(ra["rounds_s"], rb["rounds_s"], strict=True) if x > 0)
+
+
+def interleaved_section(inter: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+    """The report's table of the interleaved comparisons: per group, each library's median time per
+    call over its blocks and its time over rlcore's (median of per-round ratios)."""
+    if not inter:
+        return []
+    rounds = len(next(iter(inter.values()))["rounds_s"])
+    L = [
+        "## Interleaved: the targets' comparisons timed in alternating blocks\n",
+        "pytest-benchmark times one library after another, seconds apart; on a shared machine whose speed "
+        "changes in phases, the two sides of a ratio can be timed in different phases. `benches/interleaved.py` "
+        "builds the same operations in one process and times them in rounds: each round times every operation "
+        f"for one block of about 5 ms (after as many untimed calls), in an order rotated every round; {rounds} "
+        "rounds. *ratio* is the median over rounds of the library's block time over rlcore's in the same round "
+        "(> 1: rlcore is faster); the speed targets use these ratios where both sides were timed here. Absolute "
+        "times run higher than the groups' below: each block starts with caches the other operations used.\n",
+        "| group | library | median µs | ratio |",
+        "|---|---|---:|---:|",
+    ]
+    for (g, lib), r in inter.items():
+        ratio = interleaved_ratio(inter, (g, "rlcore"), (g, lib))
+        L.append(f"| {g} | {lib} | {fmt_us(statistics.median(r['rounds_s']) * 1e6)} | {fmt_ratio(ratio)} |")
+    L.append("")
+    return L
 
 
 def run_memory(out: Path) -> int:
@@ -553,28 +608,42 @@ def load_targets(path: Path) -> list[dict[str, Any]]:
 
 
 def check_targets(
-    groups: dict[str, list[dict[str, Any]]], targets: list[dict[str, Any]]
+    groups: dict[str, list[dict[str, Any]]],
+    targets: list[dict[str, Any]],
+    inter: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> list[tuple[str, str, str]]:
-    """``(target, measured, verdict)`` for each of ``targets`` (:func:`load_targets`), in order."""
+    """``(target, measured, verdict)`` for each of ``targets`` (:func:`load_targets`), in order. A
+    target whose two sides were both timed in one interleaved set (``inter``, see
+    :func:`load_interleaved`) is judged by their interleaved ratio; the groups' ratio of medians is
+    shown beside it. Otherwise the groups' ratio of medians judges it."""
     out: list[tuple[str, str, str]] = []
     for t in targets:
         lib = t.get("lib", "rlcore")
         if "peer" in t:
-            a, b = _med(groups, t["group"], lib), _med(groups, t["group"], t["peer"])
-            if a is None or b is None:
-                out.append((t["name"], "not measured", "–"))
-                continue
-            r = b / a
-            verdict = "met" if r >= t["min"] else f"missed ({r / t['min']:.0%} of target)"
-            out.append((t["name"], f"{r:.2f}× ({fmt_us(b)} / {fmt_us(a)} µs)", verdict))
+            # the peer's time over rlcore's: >= min
+            fast, slow = (t["group"], lib), (t["group"], t["peer"])
         else:
-            a, b = _med(groups, t["group"], lib), _med(groups, t["base"], t.get("base_lib", lib))
-            if a is None or b is None:
-                out.append((t["name"], "not measured", "–"))
-                continue
-            r = a / b
+            # lib's time in group over its time in base: <= max
+            fast, slow = (t["base"], t.get("base_lib", lib)), (t["group"], lib)
+        a, b = _med(groups, *fast), _med(groups, *slow)
+        paired = interleaved_ratio(inter or {}, fast, slow)
+        if paired is None and (a is None or b is None):
+            out.append((t["name"], "not measured", "–"))
+            continue
+        seq = None if a is None or b is None else b / a
+        r = paired if paired is not None else seq
+        assert r is not None
+        unit = "×" if "peer" in t else ""
+        shown = f"{r:.2f}{unit}"
+        if paired is not None:
+            shown += " interleaved" + (f"; groups {seq:.2f}{unit}" if seq is not None else "")
+        if a is not None and b is not None:
+            shown += f" ({fmt_us(b)} / {fmt_us(a)} µs)"
+        if "peer" in t:
+            verdict = "met" if r >= t["min"] else f"missed ({r / t['min']:.0%} of target)"
+        else:
             verdict = "met" if r <= t["max"] else f"missed (limit {t['max']})"
-            out.append((t["name"], f"{r:.2f} ({fmt_us(a)} / {fmt_us(b)} µs)", verdict))
+        out.append((t["name"], shown, verdict))
     return out
 
 
@@ -595,10 +664,12 @@ def write_markdown(
     meta: dict[str, Any],
     memory: list[dict[str, Any]] | None = None,
     e2e: list[dict[str, Any]] | None = None,
+    inter: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> str:
     """The report as Markdown. ``groups`` from :func:`by_group`, ``skips`` the records the suite's
     conftest wrote, ``pics`` chart paths by group, ``meta`` the run description (see :func:`main`),
-    ``memory`` the records of ``benches/suite/memory.py``, ``e2e`` those of the end-to-end scripts."""
+    ``memory`` the records of ``benches/suite/memory.py``, ``e2e`` those of the end-to-end scripts,
+    ``inter`` those of ``benches/interleaved.py`` (:func:`load_interleaved`)."""
     L: list[str] = []
     L.append("# Benchmarks: rlcore side by side with Tianshou, SB3, cpprb, TorchRL and rlox\n")
     made = f"Measured on {meta['date']} by `{meta.get('command', 'python benches/report.py')}` on the machine below"
@@ -654,6 +725,7 @@ def write_markdown(
             L.append(f"![rlcore speed-up over each peer]({pics['headline']})\n")
 
     L.extend(floor_table(cpu_groups))
+    L.extend(interleaved_section(inter or {}))
 
     if e2e is not None or meta.get("e2e_notes"):
         L.extend(e2e_section(e2e or [], meta))
@@ -1128,6 +1200,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("-k", dest="keyword", help="pytest -k expression (a subset of the micro benchmarks)")
     ap.add_argument("--no-micro", action="store_true", help="skip the pytest-benchmark suite")
+    ap.add_argument(
+        "--no-interleaved",
+        action="store_true",
+        help="skip benches/interleaved.py (the targets' comparisons timed in alternating blocks)",
+    )
     ap.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     ap.add_argument(
         "--e2e",
@@ -1161,7 +1238,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         raw = args.save or Path(tempfile.mkdtemp(prefix="rlcore-bench-"))
         raw.mkdir(parents=True, exist_ok=True)
-        for old in [*raw.glob("run-*.json"), *raw.glob("e2e-*.json"), raw / "memory.json"]:
+        stale = [*raw.glob("run-*.json"), *raw.glob("e2e-*.json"), raw / "memory.json", raw / "interleaved.json"]
+        for old in stale:
             old.unlink(missing_ok=True)
         start = dt.datetime.now(dt.UTC)
         t0 = time.perf_counter()
@@ -1180,6 +1258,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"benchmarks failed (pytest exit code {rc})", file=sys.stderr)
                     if not run_json.exists():
                         return rc or 1
+            if not args.no_interleaved and not args.keyword:
+                print("== interleaved comparisons", flush=True)
+                if run_interleaved(raw / "interleaved.json") != 0:
+                    print("interleaved comparisons failed; the targets use the groups' medians", file=sys.stderr)
             loads.append(("after the micro benchmarks", load_average()))
         if not args.no_memory:
             print("== memory", flush=True)
@@ -1228,7 +1310,9 @@ def main(argv: list[str] | None = None) -> int:
     text, pics, groups = build_report(raw, meta, out)
     print(f"wrote {out} and {len(pics)} charts in {out.parent / 'img'} (raw results in {raw})")
     if spec is not None:
-        rows = check_targets({g: rs for g, rs in groups.items() if not is_gpu(g)}, spec)
+        rows = check_targets(
+            {g: rs for g, rs in groups.items() if not is_gpu(g)}, spec, load_interleaved(raw / "interleaved.json")
+        )
         table = targets_markdown(rows, args.targets)
         (raw / "targets.md").write_text(table, encoding="utf-8")
         met = sum(v == "met" for _, _, v in rows)
@@ -1239,8 +1323,8 @@ def main(argv: list[str] | None = None) -> int:
 def build_report(
     raw: Path, meta: dict[str, Any], out: Path
 ) -> tuple[str, dict[str, str], dict[str, list[dict[str, Any]]]]:
-    """Read a results directory (``run-*.json``, ``run-*.skips.json``, ``memory.json``,
-    ``e2e-*.json``), write the charts next to ``out`` (``img/``) and the Markdown to ``out``; return
+    """Read a results directory (``run-*.json``, ``run-*.skips.json``, ``interleaved.json``,
+    ``memory.json``, ``e2e-*.json``), write the charts next to ``out`` (``img/``) and the Markdown to ``out``; return
     the Markdown, the chart paths and the groups (:func:`by_group`)."""
     json_paths = sorted(p for p in raw.glob("run-*.json") if not p.name.endswith(".skips.json"))
     rows = load_results(json_paths)
@@ -1257,7 +1341,8 @@ def build_report(
     pics = charts(groups, out.parent / "img")
     if (mem_chart := memory_chart(memory, out.parent / "img")) is not None:
         pics["memory_atari"] = mem_chart
-    text = write_markdown(groups, skips, pics, meta, memory=memory, e2e=e2e)
+    inter = load_interleaved(raw / "interleaved.json")
+    text = write_markdown(groups, skips, pics, meta, memory=memory, e2e=e2e, inter=inter)
     out.write_text(text)
     return text, pics, groups
 

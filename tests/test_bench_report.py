@@ -237,11 +237,14 @@ def test_a_run_of_the_micro_benchmarks_writes_the_report_to_out_and_keeps_the_ra
         shutil.copy(FIXTURE / "run-0.skips.json", skips_path)
         return 0
 
+    interleaved: list[Path] = []
     monkeypatch.setattr(bench, "run_benchmarks", fake_run)
+    monkeypatch.setattr(bench, "run_interleaved", lambda path: interleaved.append(path) or 0)
     out, raw = tmp_path / "docs" / "benchmarks.md", tmp_path / "raw"
     assert bench.main(["--no-memory", "--e2e", "none", "--save", str(raw), "--out", str(out)]) == 0
     assert out.read_text().startswith("# Benchmarks")
     assert json.loads((raw / "run-0.json").read_text())["benchmarks"]  # still pytest-benchmark's JSON
+    assert interleaved == [raw / "interleaved.json"]  # after the micro runs, into the raw folder
 
 
 def test_default_output_is_a_fresh_folder_under_the_current_directory(
@@ -384,3 +387,67 @@ def test_atari_memory_is_drawn_and_the_report_shows_the_chart(tmp_path: Path) ->
     assert "7.10 GB (measured)" in section and "56.48 GB (scaled)" in section
     # no Atari records: no chart
     assert bench.memory_chart([r for r in old if r.get("case") != "atari"], tmp_path / "img2") is None
+
+
+_INTERLEAVED = Path(__file__).resolve().parents[1] / "benches" / "interleaved.py"
+_ispec = importlib.util.spec_from_file_location("bench_interleaved", _INTERLEAVED)
+assert _ispec is not None and _ispec.loader is not None
+interleaved = importlib.util.module_from_spec(_ispec)
+_ispec.loader.exec_module(interleaved)
+
+
+def test_interleave_times_every_operation_each_round_in_a_rotated_order() -> None:
+    """``benches/interleaved.py`` on a fake clock: each operation's block is timed per call, after
+    as many untimed calls, and round r starts at operation r mod n."""
+    now = [0.0]
+    calls: list[str] = []
+
+    def op(name: str, cost: float):  # noqa: ANN202
+        def f() -> None:
+            calls.append(name)
+            now[0] += cost
+
+        return f
+
+    ops = [(op("a", 1.0), 2), (op("b", 3.0), 1), (op("c", 0.5), 4)]
+    times = interleaved.interleave(ops, rounds=3, clock=lambda: now[0])
+    assert times == [[1.0] * 3, [3.0] * 3, [0.5] * 3]
+    firsts = [calls[0], calls[14], calls[28]]  # each round: 2 + 2 a, 1 + 1 b, 4 + 4 c = 14 calls
+    assert len(calls) == 3 * 14 and firsts == ["a", "b", "c"]
+    assert interleaved.calibrate(op("x", 1e-3), block_s=0.01, clock=lambda: now[0]) == 10
+    # a ratio pairs the blocks of one round: a phase that slows both sides of round 2 cancels out
+    assert interleaved.paired_ratio([1.0, 1.0, 4.0], [3.0, 3.0, 12.0]) == 3.0
+
+
+def test_interleaved_ratios_judge_the_targets_whose_two_sides_were_timed_together() -> None:
+    """The groups' medians can put rlcore and a peer in different phases of a shared machine; a
+    target whose two sides ``benches/interleaved.py`` timed in one set is judged by the median of
+    the per-round ratios, the groups' ratio shown beside it; other targets keep the groups' ratio."""
+
+    def row(group: str, lib: str, median: float) -> dict[str, object]:
+        return {"group": group, "op": group.split(" @ ")[0], "lib": lib, "median": median, "iqr": 0.0,
+                "min": median, "rounds": 1, "unit": "us", "capacity": None, "obs": None, "note": "",
+                "disk_bytes": None, "runs": 1, "spread": 0.0}
+
+    groups = bench.by_group([row("h", "rlcore", 30.0), row("h", "rlox", 45.0), row("s", "rlcore", 10.0),
+                             row("s", "rlox", 15.0), row("s @ 1M", "rlcore", 40.0)])
+    inter = {
+        ("h", "rlcore"): {"set": "her", "group": "h", "lib": "rlcore", "rounds_s": [1e-5, 3e-5, 1e-5]},
+        ("h", "rlox"): {"set": "her", "group": "h", "lib": "rlox", "rounds_s": [3.2e-5, 9.9e-5, 3.1e-5]},
+        ("s", "rlox"): {"set": "other", "group": "s", "lib": "rlox", "rounds_s": [1e-5] * 3},
+        ("s", "rlcore"): {"set": "sample", "group": "s", "lib": "rlcore", "rounds_s": [1e-5] * 3},
+        ("s @ 1M", "rlcore"): {"set": "sample", "group": "s @ 1M", "lib": "rlcore", "rounds_s": [1.9e-5] * 3},
+    }
+    targets = [
+        {"name": "her", "group": "h", "peer": "rlox", "min": 3},
+        {"name": "split", "group": "s", "peer": "rlox", "min": 3},
+        {"name": "flat", "group": "s @ 1M", "base": "s", "max": 2},
+    ]
+    rows = bench.check_targets(groups, targets, inter)
+    assert rows[0] == ("her", "3.20× interleaved; groups 1.50× (45.0 / 30.0 µs)", "met")
+    assert rows[1] == ("split", "1.50× (15.0 / 10.0 µs)", "missed (50% of target)")  # not one set
+    assert rows[2] == ("flat", "1.90 interleaved; groups 4.00 (40.0 / 10.0 µs)", "met")
+    assert bench.check_targets(groups, targets)[0][2] == "missed (50% of target)"  # without the file
+    section = "\n".join(bench.interleaved_section(inter))
+    line = next(x for x in section.splitlines() if x.startswith("| h | rlox"))
+    assert _cells(line)[3] == bench.fmt_ratio(3.2)
