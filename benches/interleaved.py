@@ -103,6 +103,7 @@ def _sets() -> dict[str, list[tuple[str, str, Callable[[], tuple[Op, str]]]]]:
         "her": [],
         "per": [],
         "frames": [],
+        "envs": [],
     }
     for cap in sample.CAPACITIES:
         for lib in ("rlcore", "rlox", "floor"):
@@ -117,6 +118,19 @@ def _sets() -> dict[str, list[tuple[str, str, Callable[[], tuple[Op, str]]]]]:
                     fixed(lambda lib=lib, cap=cap: sample._nstep_op(lib, cap)),
                 )
             )
+    for n_envs in (1, sample.MANY_ENVS):
+
+        def over_envs(n: int = n_envs) -> tuple[Op, str]:
+            buf = sample.build_rlcore_many_envs(sample.CAPACITY, n)
+            return (lambda: buf.sample(sample.BATCH)), ""
+
+        sets["envs"].append(
+            (
+                at(f"sample({sample.BATCH}) over envs", sample.CAPACITY),
+                f"rlcore ({sample._envs(n_envs)})",
+                over_envs,
+            )
+        )
     for lib in ("rlcore", "rlox"):
         sets["add"].append(("add one transition", lib, fixed(lambda lib=lib: add._add_op(lib, 1))))
         sets["add"].append(("add one 8-env step", lib, fixed(lambda lib=lib: add._add_op(lib, 8))))
