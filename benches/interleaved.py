@@ -16,7 +16,14 @@ ratio of two operations is the median over rounds of the ratio of their blocks i
 both sides of every ratio are timed within a fraction of a second of each other. The operations are
 the suite's own (``benches/suite``'s builders), on the same data.
 
-Usage: ``python benches/interleaved.py --out FILE.json [--rounds N] [--sets NAME ...]``.
+Usage::
+
+    python benches/interleaved.py --out FILE.json [--rounds N] [--sets NAME ...] [--label NAME]
+    python benches/interleaved.py --table OLD.json NEW.json    # two builds (or runs) side by side
+
+To time two builds against each other, run it once per build (e.g. ``PYTHONPATH=/tmp/old/python``
+for an old one, labelled) and print the table of both files; a build that lacks an operation (an
+old one without the floor) leaves it out.
 """
 
 from __future__ import annotations
@@ -94,9 +101,6 @@ def _sets() -> dict[str, list[tuple[str, str, Callable[[], tuple[Op, str]]]]]:
     def at(op: str, cap: int) -> str:
         return f"{op} @ {fmt_cap(cap)}"
 
-    def fixed(x: Any) -> Any:  # bind the loop variables now
-        return x
-
     sets: dict[str, list[tuple[str, str, Callable[[], tuple[Op, str]]]]] = {
         "sample": [],
         "add": [],
@@ -108,14 +112,14 @@ def _sets() -> dict[str, list[tuple[str, str, Callable[[], tuple[Op, str]]]]]:
     for cap in sample.CAPACITIES:
         for lib in ("rlcore", "rlox", "floor"):
             sets["sample"].append(
-                (at("sample(256)", cap), lib, fixed(lambda lib=lib, cap=cap: sample._sample_op(lib, cap)))
+                (at("sample(256)", cap), lib, lambda lib=lib, cap=cap: sample._sample_op(lib, cap))
             )
         for lib in ("rlcore", "floor"):
             sets["sample"].append(
                 (
                     at("sample(256, n_step=3)", cap),
                     lib,
-                    fixed(lambda lib=lib, cap=cap: sample._nstep_op(lib, cap)),
+                    lambda lib=lib, cap=cap: sample._nstep_op(lib, cap),
                 )
             )
     for n_envs in (1, sample.MANY_ENVS):
@@ -132,16 +136,16 @@ def _sets() -> dict[str, list[tuple[str, str, Callable[[], tuple[Op, str]]]]]:
             )
         )
     for lib in ("rlcore", "rlox"):
-        sets["add"].append(("add one transition", lib, fixed(lambda lib=lib: add._add_op(lib, 1))))
-        sets["add"].append(("add one 8-env step", lib, fixed(lambda lib=lib: add._add_op(lib, 8))))
-        sets["add"].append(("add a 1,000-row chunk", lib, fixed(lambda lib=lib: add._chunk_op(lib))))
+        sets["add"].append(("add one transition", lib, lambda lib=lib: add._add_op(lib, 1)))
+        sets["add"].append(("add one 8-env step", lib, lambda lib=lib: add._add_op(lib, 8)))
+        sets["add"].append(("add a 1,000-row chunk", lib, lambda lib=lib: add._chunk_op(lib)))
     for cap in her.CAPACITIES:
         for lib in ("rlcore", "rlox", "sb3", "floor"):
             sets["her"].append(
                 (
                     at("HER sample(256), native reward", cap),
                     lib,
-                    fixed(lambda lib=lib, cap=cap: her._her_op(lib, cap, "native")),
+                    lambda lib=lib, cap=cap: her._her_op(lib, cap, "native"),
                 )
             )
     for cap in per.CAPACITIES:
@@ -150,12 +154,12 @@ def _sets() -> dict[str, list[tuple[str, str, Callable[[], tuple[Op, str]]]]]:
                 (
                     at("PER sample(256) + update_priorities(256)", cap),
                     lib,
-                    fixed(lambda lib=lib, cap=cap: per._per_op(lib, cap)),
+                    lambda lib=lib, cap=cap: per._per_op(lib, cap),
                 )
             )
     for lib in ("rlcore", "sb3", "floor"):
         sets["frames"].append(
-            (at(f"Atari frames sample({frames.B})", frames.CAP), lib, fixed(lambda lib=lib: frames._op(lib)))
+            (at(f"Atari frames sample({frames.B})", frames.CAP), lib, lambda lib=lib: frames._op(lib))
         )
     return sets
 
@@ -189,12 +193,45 @@ def run_set(
     ] + skipped
 
 
+def table(paths: Sequence[Path]) -> str:
+    """Markdown: per (group, library), the median µs per call of each file's records (each file a
+    build or a run, headed by its label) and, from the last file, the time over rlcore's of the same
+    group (median of per-round ratios)."""
+    runs = [json.loads(p.read_text()) for p in paths]
+    timed = [{(r["group"], r["lib"]): r for r in run["records"] if "rounds_s" in r} for run in runs]
+    keys = list(dict.fromkeys(k for t in timed for k in t))
+    last = timed[-1]
+    lines = [
+        "| group | library | " + " | ".join(f"{run['label']} µs" for run in runs) + " | / rlcore |",
+        "|---|---|" + "---:|" * (len(runs) + 1),
+    ]
+    for g, lib in keys:
+        cells = [
+            f"{statistics.median(t[(g, lib)]['rounds_s']) * 1e6:.2f}" if (g, lib) in t else "–" for t in timed
+        ]
+        base, this = last.get((g, "rlcore")), last.get((g, lib))
+        ratio = f"{paired_ratio(base['rounds_s'], this['rounds_s']):.2f}" if base and this else "–"
+        lines.append(f"| {g} | {lib} | " + " | ".join(cells) + f" | {ratio} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python benches/interleaved.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True, help="JSON file of the per-round times")
+    ap.add_argument("--out", type=Path, help="JSON file of the per-round times")
     ap.add_argument("--rounds", type=int, default=ROUNDS)
     ap.add_argument("--sets", nargs="*", help="only these sets (default: all)")
+    ap.add_argument(
+        "--label", default="", help="this build's name in --table (default: the rlcore module's path)"
+    )
+    ap.add_argument("--table", type=Path, nargs="+", help="print the Markdown table of these result files")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return 0
+    if args.out is None:
+        ap.error("--out is required (or --table)")
+    import rlcore
+
     sets = _sets()
     records: list[dict[str, Any]] = []
     for name, entries in sets.items():
@@ -206,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             f"interleaved set {name}: {len(entries)} operations in {time.perf_counter() - t0:.0f} s",
             flush=True,
         )
-    args.out.write_text(json.dumps(records, indent=1))
+    args.out.write_text(json.dumps({"label": args.label or rlcore.__file__, "records": records}, indent=1))
     return 0
 
 

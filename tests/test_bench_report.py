@@ -419,6 +419,32 @@ def test_interleave_times_every_operation_each_round_in_a_rotated_order() -> Non
     assert interleaved.paired_ratio([1.0, 1.0, 4.0], [3.0, 3.0, 12.0]) == 3.0
 
 
+def test_interleaved_results_load_into_the_report_and_two_builds_make_one_table(tmp_path: Path) -> None:
+    """The JSON ``interleaved.py --out`` writes is what ``report.py`` reads (timed records only; a
+    skipped peer is left out), and ``--table`` puts two labelled files side by side with the last
+    file's ratios; an operation one build lacks (an old build without the floor) shows as –."""
+
+    def rec(g: str, lib: str, us: list[float]) -> dict[str, object]:
+        return {"set": "s", "group": g, "lib": lib, "calls": 10, "rounds_s": [x * 1e-6 for x in us]}
+
+    old = {"label": "old", "records": [rec("g", "rlcore", [20.0, 22.0]), rec("g", "rlox", [40.0, 44.0])]}
+    new = {"label": "new", "records": [rec("g", "rlcore", [10.0, 11.0]), rec("g", "rlox", [40.0, 44.0]),
+                                       rec("g", "floor", [9.0, 9.9]),
+                                       {"set": "s", "group": "g", "lib": "cpprb", "skipped": "ImportError"}]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    loaded = bench.load_interleaved(tmp_path / "new.json")
+    assert set(loaded) == {("g", "rlcore"), ("g", "rlox"), ("g", "floor")}
+    assert bench.interleaved_ratio(loaded, ("g", "rlcore"), ("g", "rlox")) == pytest.approx(4.0)
+    assert bench.load_interleaved(tmp_path / "missing.json") == {}
+    lines = interleaved.table([tmp_path / "old.json", tmp_path / "new.json"]).splitlines()
+    assert _cells(lines[0]) == ["group", "library", "old µs", "new µs", "/ rlcore"]
+    rows = {tuple(_cells(x)[:2]): _cells(x)[2:] for x in lines[2:]}
+    assert rows[("g", "rlcore")] == ["21.00", "10.50", "1.00"]
+    assert rows[("g", "rlox")] == ["42.00", "42.00", "4.00"]
+    assert rows[("g", "floor")] == ["–", "9.45", "0.90"]
+
+
 def test_interleaved_ratios_judge_the_targets_whose_two_sides_were_timed_together() -> None:
     """The groups' medians can put rlcore and a peer in different phases of a shared machine; a
     target whose two sides ``benches/interleaved.py`` timed in one set is judged by the median of
