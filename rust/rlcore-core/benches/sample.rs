@@ -1,9 +1,10 @@
 //! Microbenchmarks of the replay core without Python (issue 20): µs per call of `sample(256)`
-//! (plain, n-step 3, PER with updates) and of the floor gather (n-step 1 and 3), at capacities 10k, 200k and 1M,
-//! obs 17 / act 6 float32 (the suite's shapes); HER `sample(256)` with the native reward (and
-//! n-step 3) and the floor gather of the same HER buffer, on 100k transitions of FetchReach-sized
-//! goal episodes (the suite's HER data). `cargo bench -p rlcore-core --bench sample [CAP [NAME]]`;
-//! medians (and range) of 15 blocks of 400 calls, in CPU time of this thread.
+//! (plain, n-step 3, PER with updates) and of the floor gather (n-step 1 and 3), at capacities
+//! 10k, 200k and 1M, obs 17 / act 6 float32 (the suite's shapes); HER `sample(256)` with the
+//! native reward (and n-step 3) and the floor gather of the same HER buffer, on 100k transitions
+//! of FetchReach-sized goal episodes (the suite's HER data).
+//! `cargo bench -p rlcore-core --bench sample [CAP [NAME]]`; medians (and range) of 15 blocks of
+//! 400 calls, in CPU time of this thread.
 //! Never part of `cargo test`.
 
 use std::time::Instant;
