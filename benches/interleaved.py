@@ -10,8 +10,8 @@ suite, and add one transition 0.71x to 2.33x.
 How: the operations of one *set* (the rows a group of targets compares) are built once in this
 process and timed in rounds. Each round times every operation for one block (calls calibrated to
 about ``BLOCK_S`` seconds, after as many untimed calls, which bring its data back into the caches
-that the other operations' blocks used),
-in an order rotated by one every round; a block's time is CPU time of this process per call. The
+that the other operations' blocks used), in an order rotated by one every round; a block's time is
+CPU time of this process per call. The
 ratio of two operations is the median over rounds of the ratio of their blocks in that round, so
 both sides of every ratio are timed within a fraction of a second of each other. The operations are
 the suite's own (``benches/suite``'s builders), on the same data.
