@@ -58,6 +58,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interleaved import paired_ratio  # noqa: E402 - the sibling script, importable from its folder
+
 __all__ = ["main", "write_markdown"]
 
 BENCH_DIR = Path(__file__).resolve().parent / "suite"
@@ -165,7 +168,7 @@ def interleaved_ratio(
     ra, rb = inter.get(a), inter.get(b)
     if ra is None or rb is None or ra["set"] != rb["set"]:
         return None
-    return statistics.median(y / x for x, y in zip(ra["rounds_s"], rb["rounds_s"], strict=True) if x > 0)
+    return paired_ratio(ra["rounds_s"], rb["rounds_s"])
 
 
 def interleaved_section(inter: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
