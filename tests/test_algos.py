@@ -444,7 +444,8 @@ def _frozen(cls, config):
 
 def _reference_td_abs(algo, batch: TransitionBatch, seed: int) -> np.ndarray:
     """``|Q_1(o, a) - y|`` computed independently of ``update`` (float64 NumPy), drawing the same
-    random numbers as ``update`` does after ``torch.manual_seed(seed)``."""
+    random numbers as ``update`` does: SAC's from a copy of its own generator (the global one,
+    seeded with ``seed``, must not matter)."""
     t = batch.to_torch()
     rew, discount = t.rew.double().numpy(), t.discount.double().numpy()
     torch.manual_seed(seed)
@@ -452,7 +453,9 @@ def _reference_td_abs(algo, batch: TransitionBatch, seed: int) -> np.ndarray:
         obs, obs_next = algo.encoder(t.obs), algo.encoder(t.obs_next)
         q = algo.critic(obs, t.act)[0].double().numpy()
         if isinstance(algo, SAC):
-            a_next, logp_next = algo.actor(obs_next)
+            generator = torch.Generator().manual_seed(0)
+            generator.set_state(algo.torch_rng.get_state())
+            a_next, logp_next = algo.actor(obs_next, generator=generator)
             q_next = algo.critic_target(obs_next, a_next).min(0).values - algo.alpha * logp_next
         elif isinstance(algo, TD3):  # target_policy_noise = 0: the smoothing is the identity
             q_next = algo.critic_target(obs_next, algo.actor_target(obs_next)).min(0).values
@@ -580,16 +583,17 @@ def test_sac_temperature_loss_uses_the_actor_steps_own_sample() -> None:
     algo = SAC.from_spaces(BOX_OBS, BOX_ACT, cfg, device="cpu")
     batch = make_batch(BOX_OBS, BOX_ACT, b=32)
     obs_BO = algo.encoder(batch.to_torch().obs)
-    torch.manual_seed(11)
-    torch.randn(32, 2)  # the target's draw
+    start = algo.torch_rng.get_state()  # SAC draws from its own generator
+    g = torch.Generator().manual_seed(0)
+    g.set_state(start)
+    torch.randn(32, 2, generator=g)  # the target's draw
     with torch.no_grad():
-        _, log_prob_before = algo.actor(obs_BO)
-    torch.manual_seed(11)
+        _, log_prob_before = algo.actor(obs_BO, generator=g)
     stats = algo.update(batch)
-    torch.manual_seed(11)
-    torch.randn(32, 2), torch.randn(32, 2)  # the target's and the actor step's draws
+    g.set_state(start)
+    torch.randn(32, 2, generator=g), torch.randn(32, 2, generator=g)  # the target's and the actor step's draws
     with torch.no_grad():
-        _, log_prob_fresh = algo.actor(obs_BO)  # what CleanRL would use: the updated actor, a new draw
+        _, log_prob_fresh = algo.actor(obs_BO, generator=g)  # what CleanRL would use: the updated actor, a new draw
     want = float(-0.5 * (log_prob_before + -1.0).mean())
     assert stats.alpha_loss == pytest.approx(want, rel=1e-5)
     assert abs(want - float(-0.5 * (log_prob_fresh + -1.0).mean())) > 1e-3  # the two do differ here
@@ -611,13 +615,13 @@ def test_sac_actor_steps_after_a_temperature_step_use_the_new_alpha() -> None:
     algo.actor_optimizer.step = record  # type: ignore[method-assign]
     algo.update(make_batch(BOX_OBS, BOX_ACT, seed=1))  # critic step only
     batch = make_batch(BOX_OBS, BOX_ACT, b=32, seed=2)
-    torch.manual_seed(5)
+    g = torch.Generator().manual_seed(0)
+    g.set_state(algo.torch_rng.get_state())  # SAC draws from its own generator
     stats = algo.update(batch)  # critic step, then actor, alpha, actor, alpha
     assert len(alphas) == 2 and alphas[0] == pytest.approx(1.0) and alphas[1] != pytest.approx(1.0)
     obs_BO = algo.encoder(batch.to_torch().obs)
-    torch.manual_seed(5)
-    torch.randn(32, 2), torch.randn(32, 2)  # the target's and the first actor step's draws
+    torch.randn(32, 2, generator=g), torch.randn(32, 2, generator=g)  # the target's and the first actor step's draws
     with torch.no_grad():
-        pi, log_prob = algo.actor(obs_BO)  # networks unchanged (learning rates 0)
+        pi, log_prob = algo.actor(obs_BO, generator=g)  # networks unchanged (learning rates 0)
         want = float((alphas[1] * log_prob - algo.critic(obs_BO, pi).min(0).values).mean())
     assert stats.actor_loss == pytest.approx(want, rel=1e-5)

@@ -20,7 +20,6 @@ import math
 import textwrap
 import time
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
@@ -36,7 +35,6 @@ __all__ = [
     "TensorBoardLogger",
     "learning_curves",
     "plot_run",
-    "write_iterations",
 ]
 
 
@@ -46,25 +44,6 @@ class Logger(Protocol):
     def write(self, stats: EpochStats) -> None: ...
 
     def close(self) -> None: ...
-
-
-def write_iterations(
-    iterations: Iterable[EpochStats], max_env_steps: int | None, logger: Logger | None
-) -> EpochStats | None:
-    """The trainers' ``run()``: advance ``iterations`` to its end, writing each stats to ``logger``;
-    return the last stats.
-
-    Raises:
-        ValueError: ``max_env_steps`` is ``None`` (the loop would never end).
-    """
-    if max_env_steps is None:
-        raise ValueError("run() needs config.max_env_steps; iterate the trainer yourself for an endless run")
-    last = None
-    for stats in iterations:
-        if logger is not None:
-            logger.write(stats)
-        last = stats
-    return last
 
 
 METRICS_FILE = "metrics.jsonl"

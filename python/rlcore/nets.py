@@ -242,25 +242,28 @@ class SquashedGaussianActor(nn.Module):
         self.register_buffer("action_bias", bias)
 
     def forward(
-        self, obs_BO: torch.Tensor, *, deterministic: bool = False
+        self, obs_BO: torch.Tensor, *, deterministic: bool = False, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample (or take the mean of) the policy.
+        """Sample (or take the mean of) the policy; the Gaussian noise comes from ``generator``
+        (``None``: torch's global generator).
 
         Returns:
             ``act_BA`` inside the action bounds and ``log_prob_B``, the log-density of ``act_BA``
             including the tanh and affine change of variables (Haarnoja et al. 2018, eq. 21).
         """
-        u_BA, mean_BA, log_std_BA = self._pre_squash(obs_BO, deterministic)
+        u_BA, mean_BA, log_std_BA = self._pre_squash(obs_BO, deterministic, generator)
         log_prob_B = squashed_gaussian_log_prob(u_BA, mean_BA, log_std_BA, self.action_scale)
         return torch.tanh(u_BA) * self.action_scale + self.action_bias, log_prob_B
 
-    def action(self, obs_BO: torch.Tensor, *, deterministic: bool = False) -> torch.Tensor:
+    def action(
+        self, obs_BO: torch.Tensor, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """The actions of :meth:`forward` (same random draw) without the log-density, for acting."""
-        u_BA, _, _ = self._pre_squash(obs_BO, deterministic)
+        u_BA, _, _ = self._pre_squash(obs_BO, deterministic, generator)
         return torch.tanh(u_BA) * self.action_scale + self.action_bias
 
     def _pre_squash(
-        self, obs_BO: torch.Tensor, deterministic: bool
+        self, obs_BO: torch.Tensor, deterministic: bool, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(u_BA, mean_BA, log_std_BA)``: the Gaussian sample (or mean) before tanh, and its parameters."""
         mean_BA, log_std_BA = self.trunk(obs_BO).chunk(2, dim=-1)
@@ -268,7 +271,8 @@ class SquashedGaussianActor(nn.Module):
         log_std_BA = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (log_std_BA + 1)
         if deterministic:
             return mean_BA, mean_BA, log_std_BA
-        return mean_BA + log_std_BA.exp() * torch.randn_like(mean_BA), mean_BA, log_std_BA
+        eps_BA = torch.randn(mean_BA.shape, generator=generator, device=mean_BA.device, dtype=mean_BA.dtype)
+        return mean_BA + log_std_BA.exp() * eps_BA, mean_BA, log_std_BA
 
 
 def squashed_gaussian_log_prob(

@@ -31,7 +31,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.algos.common import anneal_learning_rate, resolve_device
+from rlcore.algos.common import (
+    anneal_learning_rate,
+    generator_state,
+    resolve_device,
+    set_generator_state,
+    torch_generator,
+)
 from rlcore.algos.numpy_acting import NumpyActor, obs_batch
 from rlcore.batch import Rollout
 from rlcore.nets import EnsembleLinear, ObsEncoder, RunningMeanStd
@@ -210,9 +216,15 @@ class ActorCritic(nn.Module):
         return self.forward(x_BO)[0] if self.trunk is not None else self.actor(x_BO)
 
     def sample(
-        self, x_BO: torch.Tensor, *, deterministic: bool = False, out_BK: torch.Tensor | None = None
+        self,
+        x_BO: torch.Tensor,
+        *,
+        deterministic: bool = False,
+        out_BK: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample (or take the mode of) the policy: ``(act, log_prob_B)``.
+        """Sample (or take the mode of) the policy: ``(act, log_prob_B)``, drawing from
+        ``generator`` (``None``: torch's global generator).
 
         ``act`` is int64 ``[B]`` for Discrete, float32 ``[B, A]`` (unclipped) for Box. ``out_BK``:
         the policy head's output when the caller already has it (from :meth:`forward`).
@@ -223,11 +235,15 @@ class ActorCritic(nn.Module):
             if deterministic:
                 act_B = logp_BK.argmax(-1)
             else:
-                act_B = torch.multinomial(logp_BK.exp(), 1).squeeze(-1)
+                act_B = torch.multinomial(logp_BK.exp(), 1, generator=generator).squeeze(-1)
             return act_B, logp_BK.gather(-1, act_B.unsqueeze(-1)).squeeze(-1)
         assert self.log_std is not None
         log_std_A = self.log_std
-        act_BA = out if deterministic else out + log_std_A.exp() * torch.randn_like(out)
+        if deterministic:
+            act_BA = out
+        else:
+            eps_BA = torch.randn(out.shape, generator=generator, device=out.device, dtype=out.dtype)
+            act_BA = out + log_std_A.exp() * eps_BA
         return act_BA, gaussian_log_prob(act_BA, out, log_std_A)
 
     def evaluate(
@@ -427,8 +443,8 @@ class ActorCriticAlgorithm:
     counters ``env_steps`` (valid rollout rows seen by ``update``) and ``grad_steps``; answers the
     sampler's ``act``/``act_value``/``value`` (in numpy on the CPU with the default fused network,
     :mod:`rlcore.algos.numpy_acting`, drawing from ``act_rng``; in torch otherwise); saves and
-    restores all of it plus the optimizers named in :attr:`OPTIMIZERS`, the action generator
-    ``act_rng`` and, when set, the generator ``rng``.
+    restores all of it plus the optimizers named in :attr:`OPTIMIZERS`, the action generators
+    ``act_rng`` (numpy) and ``torch_rng`` (torch) and, when set, the generator ``rng``.
 
     Args:
         policy: actor (and critic) networks.
@@ -454,6 +470,7 @@ class ActorCriticAlgorithm:
         if seed is None:  # no seed in the config: torch's generator (torch.manual_seed) decides
             seed = int(torch.randint(0, 2**62, ()).item())
         self.act_rng = np.random.default_rng((int(seed), 1))
+        self.torch_rng = torch_generator(int(seed), self.device, stream=1)
         self._numpy_actor = NumpyActor(self.policy, self.act_rng) if self._numpy_acting() else None
         self.env_steps = 0
         self.grad_steps = 0
@@ -484,14 +501,15 @@ class ActorCriticAlgorithm:
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
         """Actions for N observations: a sample, or the mode when ``deterministic``; int64 ``[N]``
         (``Discrete``) or float32 ``[N, A]`` (``Box``, unclipped). Samples come from ``act_rng``
-        on the CPU path (:mod:`rlcore.algos.numpy_acting`), from torch's generator otherwise."""
+        on the CPU path (:mod:`rlcore.algos.numpy_acting`), from the torch generator ``torch_rng``
+        otherwise."""
         if (fast := self._fast()) is not None:
             return fast.act(obs, deterministic=deterministic)
         return self._torch_act(obs, deterministic)
 
     @torch.inference_mode()
     def _torch_act(self, obs: Any, deterministic: bool) -> np.ndarray:
-        act, _ = self.policy.sample(self._features(obs), deterministic=deterministic)
+        act, _ = self.policy.sample(self._features(obs), deterministic=deterministic, generator=self.torch_rng)
         return act.cpu().numpy()
 
     def act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -506,7 +524,7 @@ class ActorCriticAlgorithm:
     def _torch_act_value(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         x_NO = self._features(obs)
         out_NK, value_N = self.policy(x_NO)
-        act, log_prob_N = self.policy.sample(x_NO, out_BK=out_NK)
+        act, log_prob_N = self.policy.sample(x_NO, out_BK=out_NK, generator=self.torch_rng)
         return act.cpu().numpy(), log_prob_N.cpu().numpy(), value_N.cpu().numpy()
 
     def value(self, obs: np.ndarray) -> np.ndarray:
@@ -531,6 +549,7 @@ class ActorCriticAlgorithm:
         if self.rng is not None:
             state["rng"] = self.rng.bit_generator.state
         state["act_rng"] = self.act_rng.bit_generator.state
+        state["torch_rng"] = generator_state(self.torch_rng)
         state["env_steps"] = self.env_steps
         state["grad_steps"] = self.grad_steps
         return state
@@ -546,7 +565,7 @@ class ActorCriticAlgorithm:
             self.return_normalizer.load_state_dict(state["return_normalizer"])
         if self.rng is not None:
             self.rng.bit_generator.state = state["rng"]
-        if "act_rng" in state:  # (absent from states saved before acting had its own generator)
-            self.act_rng.bit_generator.state = state["act_rng"]
+        self.act_rng.bit_generator.state = state["act_rng"]
+        set_generator_state(self.torch_rng, state["torch_rng"])
         self.env_steps = int(state["env_steps"])
         self.grad_steps = int(state["grad_steps"])

@@ -32,13 +32,17 @@ __all__ = [
     "check_fields",
     "clip_grad",
     "freeze",
+    "generator_state",
     "gradient_step",
     "no_param_grad",
     "obs_to_torch",
     "polyak_update",
     "resolve_device",
+    "seeded_init",
+    "set_generator_state",
     "squashed_gaussian_log_prob",
     "td_priorities",
+    "torch_generator",
     "td_target",
     "value_rescale",
     "value_rescale_inverse",
@@ -249,6 +253,46 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+def torch_generator(seed: int | None, device: torch.device, stream: int = 0) -> torch.Generator:
+    """A torch generator of an algorithm's own on ``device``, so that several algorithms in one
+    process never draw from each other's stream (``zip`` of trainers, a sweep in one process).
+
+    Args:
+        seed: the algorithm's seed; ``None`` draws one from torch's global generator (so
+            ``torch.manual_seed`` before construction decides, as for the network weights).
+        stream: tells apart several generators of one algorithm seeded alike.
+    """
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, ()).item())
+    words = np.random.SeedSequence([int(seed) % 2**64, int(stream), 0x544F5243]).generate_state(2, np.uint32)
+    generator = torch.Generator(device=device)
+    generator.manual_seed(int(words[0]) << 31 | int(words[1]) >> 1)
+    return generator
+
+
+def generator_state(generator: torch.Generator) -> torch.Tensor:
+    """The state of ``generator`` as a CPU uint8 tensor (for a ``state_dict``)."""
+    return generator.get_state().cpu()
+
+
+def set_generator_state(generator: torch.Generator, state: torch.Tensor) -> None:
+    """Restore :func:`generator_state` into ``generator``."""
+    generator.set_state(state.cpu())
+
+
+@contextmanager
+def seeded_init(seed: int | None) -> Iterator[None]:
+    """Build networks under ``with seeded_init(config.seed):``: with a seed, their initial weights
+    depend on that seed alone (torch's global generator is forked, seeded, and left as it was);
+    with ``None``, torch's global generator draws them as usual."""
+    if seed is None:
+        yield
+        return
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed) % 2**63)
+        yield
 
 
 def as_torch(batch: TransitionBatch, device: torch.device) -> TransitionBatch:

@@ -70,7 +70,8 @@ class DDPGConfig:
     normalize_obs: bool = True
     """Normalise observations with running statistics, clipped to [-5, 5] (used by ``from_spaces``)."""
     seed: int | None = None
-    """Seed of the exploration-noise generator."""
+    """Seed of the exploration-noise generator and, in ``from_spaces``, of the initial
+    weights; ``None``: drawn from the global generators."""
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""

@@ -22,7 +22,16 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.algos.common import TargetNetwork, adam, freeze, resolve_device
+from rlcore.algos.common import (
+    TargetNetwork,
+    adam,
+    freeze,
+    generator_state,
+    resolve_device,
+    seeded_init,
+    set_generator_state,
+    torch_generator,
+)
 from rlcore.nets import DeterministicActor, EnsembleQNetwork, ObsEncoder
 
 __all__ = [
@@ -53,6 +62,7 @@ class DeterministicAlgorithm(Protocol):
     critic_optimizer: torch.optim.Optimizer
     grad_steps: int
     rng: np.random.Generator
+    torch_rng: torch.Generator
 
 
 class NetworkConfig(Protocol):
@@ -62,6 +72,8 @@ class NetworkConfig(Protocol):
     def hidden(self) -> tuple[int, ...]: ...
     @property
     def normalize_obs(self) -> bool: ...
+    @property
+    def seed(self) -> int | None: ...
 
 
 def default_networks(
@@ -78,10 +90,11 @@ def default_networks(
     ``critic`` maps ``(obs_BO, act_BA)`` to ``q_KB`` with K = ``n_critics``; the encoder (moved by
     the algorithm) normalises observations with running statistics when ``config.normalize_obs``.
     """
-    encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
-    actor = DeterministicActor(encoder.dim, action_space, config.hidden).to(device)
-    act_dim = int(np.prod(action_space.shape))
-    critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=n_critics).to(device)
+    with seeded_init(config.seed):
+        encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
+        actor = DeterministicActor(encoder.dim, action_space, config.hidden).to(device)
+        act_dim = int(np.prod(action_space.shape))
+        critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=n_critics).to(device)
     return encoder, actor, critic
 
 
@@ -99,7 +112,8 @@ def set_up(
     """What the constructors of DDPG and TD3 do: put the networks on the device (``None``/``"auto"``:
     cuda when available), make frozen target copies of actor and critic (soft-updated through
     ``algo._targets``), keep the optimizers, the parameter lists that gradient steps clip, the
-    exploration generator seeded with ``config.seed`` and the action bounds as NumPy arrays."""
+    exploration generator (numpy) and the target-smoothing generator (torch) seeded with
+    ``config.seed``, and the action bounds as NumPy arrays."""
     algo.config = config
     algo.device = resolve_device(device)
     algo.encoder = encoder.to(algo.device)
@@ -116,6 +130,7 @@ def set_up(
     algo.actor_optimizer = actor_optimizer
     algo.critic_optimizer = critic_optimizer
     algo.rng = np.random.default_rng(config.seed)
+    algo.torch_rng = torch_generator(config.seed, algo.device)
     algo.grad_steps = 0
     algo._scale_A = algo.actor.action_scale.cpu().numpy()
     algo._bias_A = algo.actor.action_bias.cpu().numpy()
@@ -163,6 +178,7 @@ def target_action(
     actor_target: DeterministicActor,
     obs_next_BO: torch.Tensor,
     smoothing: tuple[float, float] | None = None,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """The target policy's action ``mu'(o')`` float32 ``[B, A]`` (for the TD target: call it under
     ``torch.no_grad()``).
@@ -170,21 +186,24 @@ def target_action(
     With ``smoothing=(noise, noise_clip)``, TD3's target policy smoothing (Fujimoto et al. 2018,
     eq. 14): ``clip(mu'(o') + clip(eps, -noise_clip, noise_clip) * scale, low, high)`` with
     ``eps ~ N(0, noise^2)``, both as fractions of the action half-range (one ``torch.randn``
-    draw of shape ``[B, A]``). ``None``: DDPG's plain ``mu'(o')``.
+    draw of shape ``[B, A]`` from ``generator``; ``None``: torch's global one). ``smoothing=None``:
+    DDPG's plain ``mu'(o')``.
     """
     act_next_BA = actor_target(obs_next_BO)
     if smoothing is None:
         return act_next_BA
     noise, noise_clip = smoothing
     scale_A, bias_A = actor_target.action_scale, actor_target.action_bias
-    noise_BA = (torch.randn_like(act_next_BA) * noise).clamp(-noise_clip, noise_clip)
+    eps_BA = torch.randn(act_next_BA.shape, generator=generator, device=act_next_BA.device, dtype=act_next_BA.dtype)
+    noise_BA = (eps_BA * noise).clamp(-noise_clip, noise_clip)
     act_next_BA = act_next_BA + noise_BA * scale_A
     return torch.maximum(torch.minimum(act_next_BA, bias_A + scale_A), bias_A - scale_A)
 
 
 def state_dict_of(algo: DeterministicAlgorithm) -> dict[str, Any]:
-    """Config, the :data:`NETWORKS`, both optimizers, the gradient-step counter and the exploration
-    generator, each under its attribute name (``"rng"`` for the generator's state)."""
+    """Config, the :data:`NETWORKS`, both optimizers, the gradient-step counter and the two
+    generators, each under its attribute name (``"rng"``: numpy exploration, ``"torch_rng"``: torch
+    target smoothing)."""
     return {
         "config": asdict(algo.config),
         **{name: getattr(algo, name).state_dict() for name in NETWORKS},
@@ -192,6 +211,7 @@ def state_dict_of(algo: DeterministicAlgorithm) -> dict[str, Any]:
         "critic_optimizer": algo.critic_optimizer.state_dict(),
         "grad_steps": algo.grad_steps,
         "rng": algo.rng.bit_generator.state,
+        "torch_rng": generator_state(algo.torch_rng),
     }
 
 
@@ -203,3 +223,4 @@ def load_state_dict_into(algo: DeterministicAlgorithm, state: Mapping[str, Any])
     algo.critic_optimizer.load_state_dict(state["critic_optimizer"])
     algo.grad_steps = int(state["grad_steps"])
     algo.rng.bit_generator.state = state["rng"]
+    set_generator_state(algo.torch_rng, state["torch_rng"])

@@ -54,7 +54,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
+from rlcore.algos.common import (
+    adam,
+    check_fields,
+    generator_state,
+    gradient_step,
+    resolve_device,
+    set_generator_state,
+    torch_generator,
+)
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.batch import Rollout
 from rlcore.nets import ObsEncoder, mlp
@@ -206,11 +214,15 @@ class Discriminator(nn.Module):
 
 
 def gradient_penalty(
-    disc: Discriminator, x_expert_BX: torch.Tensor, x_policy_BX: torch.Tensor
+    disc: Discriminator,
+    x_expert_BX: torch.Tensor,
+    x_policy_BX: torch.Tensor,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """``E[(||grad_x logit D(x_hat)||_2 - 1)^2]`` at ``x_hat = u x_E + (1 - u) x_pi``, ``u ~ U(0, 1)``
-    per row (Gulrajani et al. 2017, eq. 3); a scalar tensor with a graph."""
-    u_B1 = torch.rand(x_expert_BX.shape[0], 1, device=x_expert_BX.device)
+    per row drawn from ``generator`` (``None``: torch's global one) (Gulrajani et al. 2017, eq. 3);
+    a scalar tensor with a graph."""
+    u_B1 = torch.rand(x_expert_BX.shape[0], 1, device=x_expert_BX.device, generator=generator)
     x_hat = (u_B1 * x_expert_BX + (1 - u_B1) * x_policy_BX).requires_grad_(True)
     (grad,) = torch.autograd.grad(disc.logit(x_hat).sum(), x_hat, create_graph=True)
     return ((grad.norm(dim=-1) - 1.0) ** 2).mean()
@@ -257,6 +269,10 @@ class GAIL:
         self.expert = expert
         self.config = config
         self.rng = np.random.default_rng(config.seed)
+        self.torch_rng = torch_generator(config.seed, self.device, stream=2)
+        # expert pairs are drawn by index with GAIL's own generator (``sample_at``), so the
+        # expert buffer's generator is never used and a checkpoint holds every stream
+        self._expert_rows = np.flatnonzero(np.asarray(expert.is_transition(np.arange(expert.capacity))))
         self._clip: tuple[np.ndarray, np.ndarray] | None = None
         if isinstance(action_space, gym.spaces.Box):
             self._clip = (action_space.low.astype(np.float32), action_space.high.astype(np.float32))
@@ -270,7 +286,7 @@ class GAIL:
             n_term = int(np.count_nonzero(np.asarray(expert.terminated)))
             self.expert_absorbing_share = n_term / (len(expert) + n_term)
         # Normalise the discriminator's observations with the expert's statistics (one big sample).
-        sample = expert.sample(min(len(expert), 20_000))
+        sample = self._expert_sample(min(len(expert), 20_000))
         self.discriminator.fit_obs(torch.as_tensor(np.asarray(sample.obs), device=self.device))
 
     @classmethod
@@ -301,6 +317,11 @@ class GAIL:
             config=config,
             action_space=action_space,
         )
+
+    def _expert_sample(self, batch_size: int) -> Any:
+        """``batch_size`` expert transitions drawn uniformly with replacement by :attr:`rng`."""
+        rows = self._expert_rows[self.rng.integers(0, self._expert_rows.size, size=batch_size)]
+        return self.expert.sample_at(rows)
 
     # -- policy (delegated to the generator) ---------------------------------------------------
 
@@ -382,7 +403,7 @@ class GAIL:
         acc_e = acc_p = float("nan")
         for _ in range(c.disc_updates if n_policy else 0):
             idx = self.rng.integers(0, n_policy, size=min(c.disc_batch_size, n_policy))
-            expert = self.expert.sample(len(idx))
+            expert = self._expert_sample(len(idx))
             x_e = d.features(
                 torch.as_tensor(np.asarray(expert.obs), device=self.device),
                 torch.as_tensor(np.asarray(expert.act), device=self.device),
@@ -397,7 +418,7 @@ class GAIL:
             ) + F.binary_cross_entropy_with_logits(logit_p, torch.zeros_like(logit_p))
             gp = torch.zeros((), device=self.device)
             if c.grad_penalty > 0:
-                gp = gradient_penalty(d, x_e.detach(), x_p.detach())
+                gp = gradient_penalty(d, x_e.detach(), x_p.detach(), self.torch_rng)
                 loss = loss + c.grad_penalty * gp
             gradient_step(self.optimizer, loss, d.parameters(), None)
             losses.append(loss.item())
@@ -442,7 +463,8 @@ class GAIL:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Generator, discriminator (incl. its normaliser), discriminator optimizer, sampling RNG.
+        """Generator, discriminator (incl. its normaliser), discriminator optimizer, the generators
+        ``rng`` (expert and policy draws) and ``torch_rng`` (gradient-penalty mixing).
 
         The expert buffer is not included (it is data, loaded from its own path)."""
         return {
@@ -451,6 +473,7 @@ class GAIL:
             "discriminator": self.discriminator.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "rng": self.rng.bit_generator.state,
+            "torch_rng": generator_state(self.torch_rng),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -459,3 +482,4 @@ class GAIL:
         self.discriminator.load_state_dict(state["discriminator"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.rng.bit_generator.state = state["rng"]
+        set_generator_state(self.torch_rng, state["torch_rng"])

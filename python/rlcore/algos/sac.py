@@ -49,9 +49,13 @@ from rlcore.algos.common import (
     gradient_step,
     no_param_grad,
     obs_to_torch,
+    generator_state,
     resolve_device,
+    seeded_init,
+    set_generator_state,
     td_priorities,
     td_target,
+    torch_generator,
     weighted_mean,
 )
 from rlcore.batch import TransitionBatch
@@ -92,6 +96,9 @@ class SACConfig:
     """Clip the global gradient norm of each network (``None``: no clipping)."""
     normalize_obs: bool = False
     """Normalise observations with running statistics (used by ``from_spaces``)."""
+    seed: int | None = None
+    """Seed of the policy's sampling generator (acting and updates) and, in ``from_spaces``, of the
+    initial weights; ``None``: both drawn from torch's global generator."""
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
@@ -169,6 +176,7 @@ class SAC:
         self.target_entropy = float(-act_dim if config.target_entropy is None else config.target_entropy)
         self.log_alpha = torch.tensor(math.log(config.init_alpha), device=self.device, requires_grad=True)
         self.alpha_optimizer = adam([self.log_alpha], lr=config.alpha_lr)
+        self.torch_rng = torch_generator(config.seed, self.device)
         self.grad_steps = 0
         self._last = {"actor_loss": 0.0, "alpha_loss": 0.0, "entropy": 0.0}
 
@@ -185,9 +193,10 @@ class SAC:
         config = config or SACConfig()
         dev = resolve_device(device)
         act_dim = int(np.prod(action_space.shape))
-        encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
-        actor = SquashedGaussianActor(encoder.dim, action_space, config.hidden).to(dev)
-        critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=2).to(dev)
+        with seeded_init(config.seed):
+            encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
+            actor = SquashedGaussianActor(encoder.dim, action_space, config.hidden).to(dev)
+            critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=2).to(dev)
         return cls(
             encoder=encoder,
             actor=actor,
@@ -208,7 +217,7 @@ class SAC:
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
         """Actions float32 ``[N, A]``: a policy sample, or the squashed mean when deterministic."""
         obs_NO = self.encoder(obs_to_torch(obs, self.device))
-        return self.actor.action(obs_NO, deterministic=deterministic).cpu().numpy()
+        return self.actor.action(obs_NO, deterministic=deterministic, generator=self.torch_rng).cpu().numpy()
 
     def update(self, batch: TransitionBatch) -> SACStats:
         """One critic step; every ``policy_frequency``-th call ``policy_frequency`` actor and temperature
@@ -228,7 +237,7 @@ class SAC:
         # Soft target: y = r_n + discount * (min_k Q'_k(o', a') - alpha * log pi(a'|o')), eq. 3.
         with torch.no_grad():
             obs_next_BO = self.encoder(batch.obs_next)
-            act_next_BA, log_prob_next_B = self.actor(obs_next_BO)
+            act_next_BA, log_prob_next_B = self.actor(obs_next_BO, generator=self.torch_rng)
             q_next_B = self.critic_target(obs_next_BO, act_next_BA).min(0).values - alpha * log_prob_next_B
             y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B, clip=c.q_target_clip)
 
@@ -243,7 +252,7 @@ class SAC:
             for _ in range(c.policy_frequency):  # k actor steps every k critic steps (CleanRL)
                 # Actor step: minimise alpha * log pi(a|o) - min_k Q_k(o, a), eq. 7.
                 alpha_pi = self.log_alpha.detach().exp()  # the latest temperature
-                pi_BA, log_prob_B = self.actor(obs_BO)
+                pi_BA, log_prob_B = self.actor(obs_BO, generator=self.torch_rng)
                 with no_param_grad(self._critic_params):
                     q_pi_B = self.critic(obs_BO, pi_BA).min(0).values
                 actor_loss = weighted_mean(alpha_pi * log_prob_B - q_pi_B, weights_B)
@@ -281,7 +290,7 @@ class SAC:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, target critics, optimizers, temperature and counters."""
+        """Networks, target critics, optimizers, temperature, sampling generator and counters."""
         return {
             "config": asdict(self.config),
             "encoder": self.encoder.state_dict(),
@@ -294,6 +303,7 @@ class SAC:
             "log_alpha": self.log_alpha.detach().clone(),
             "grad_steps": self.grad_steps,
             "last": dict(self._last),
+            "torch_rng": generator_state(self.torch_rng),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -307,3 +317,4 @@ class SAC:
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
         self.grad_steps = int(state["grad_steps"])
         self._last = dict(state["last"])
+        set_generator_state(self.torch_rng, state["torch_rng"])

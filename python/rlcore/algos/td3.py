@@ -71,7 +71,8 @@ class TD3Config:
     normalize_obs: bool = False
     """Normalise observations with running statistics (used by ``from_spaces``)."""
     seed: int | None = None
-    """Seed of the exploration-noise generator."""
+    """Seed of the exploration-noise and target-smoothing generators and, in ``from_spaces``, of
+    the initial weights; ``None``: drawn from the global generators."""
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""
@@ -185,7 +186,7 @@ class TD3:
         with torch.no_grad():
             obs_next_BO = self.encoder(batch.obs_next)
             smoothing = (c.target_policy_noise, c.target_noise_clip)
-            act_next_BA = target_action(self.actor_target, obs_next_BO, smoothing)
+            act_next_BA = target_action(self.actor_target, obs_next_BO, smoothing, self.torch_rng)
             q_next_B = self.critic_target(obs_next_BO, act_next_BA).min(0).values
             y_B = td_target(batch.rew.float(), batch.discount.float(), q_next_B, clip=c.q_target_clip)
 

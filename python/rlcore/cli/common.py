@@ -155,3 +155,111 @@ def prepare_run_dir(args: argparse.Namespace, default: Path) -> Path:
             f"(--overwrite replaces the earlier one, --resume {out / 'checkpoint'} continues it)"
         )
     return candidate
+
+
+def default_run_dir(args: argparse.Namespace) -> Path:
+    """``runs/ENV-ALGO[-her][-per]-sSEED``: the run directory of ``rlcore train`` without ``--out``."""
+    her = "-her" if getattr(args, "her", False) else ""
+    per = "-per" if getattr(args, "prioritized", False) else ""
+    return Path("runs") / f"{args.env}-{args.algo}{her}{per}-s{args.seed}"
+
+
+def resolve_resume(args: argparse.Namespace) -> Path | None:
+    """The checkpoint directory ``--resume`` names: ``None`` without ``--resume``; with no value,
+    the run directory's own (``--out`` or :func:`default_run_dir`, then ``checkpoint/``); a run
+    directory stands for its ``checkpoint/``.
+
+    Raises:
+        UsageError: ``--resume`` without a value and no checkpoint in the run directory.
+    """
+    from rlcore.cli.parser import RESUME_OWN
+    from rlcore.trainers import checkpoint
+
+    if args.resume is None:
+        return None
+    if args.resume == RESUME_OWN:
+        run_dir = args.out or default_run_dir(args)
+        ckpt = run_dir / "checkpoint"
+        if not checkpoint.is_checkpoint(ckpt):
+            raise UsageError(f"--resume: no checkpoint in {ckpt}, so nothing to resume (leave out --resume to start)")
+        return ckpt
+    path = Path(args.resume)
+    if not checkpoint.is_checkpoint(path) and checkpoint.is_checkpoint(path / "checkpoint"):
+        return path / "checkpoint"
+    return path
+
+
+def resume_hint(out: Path) -> str:
+    """The command that continues the run in ``out``: this command with ``--resume`` (and without
+    an earlier ``--resume``/``--overwrite``/``--out``), as the user typed it."""
+    import shlex
+    import sys
+
+    argv: list[str] = []
+    rest = list(sys.argv[1:])
+    while rest:
+        arg = rest.pop(0)
+        name = arg.split("=", 1)[0]
+        if name in ("--overwrite", "--trust-env-state"):
+            continue
+        if name in ("--out", "--resume"):
+            takes_next = "=" not in arg and rest and (name == "--out" or not rest[0].startswith("-"))
+            if takes_next:
+                rest.pop(0)
+            continue
+        argv.append(arg)
+    return "rlcore " + " ".join(shlex.quote(a) for a in [*argv, "--out", str(out), "--resume"])
+
+
+def run_to_end(
+    trainer: Any,
+    args: argparse.Namespace,
+    out: Path,
+    *,
+    details: dict[str, Any],
+    total: int | None,
+    every_iterations: int = 1,
+) -> int:
+    """The tail of every ``rlcore train``: write ``config.json`` (the command, the flags and
+    ``details``), run ``trainer`` to its horizon with the console, JSONL and TensorBoard loggers,
+    checkpointing into ``out/checkpoint`` (every ``--checkpoint-every``, at the end, on
+    SIGINT/SIGTERM), and print one summary line. Returns the exit status: 0, or 128 + the signal's
+    number when a signal stopped the run (after its checkpoint, with the command that resumes it)."""
+    import dataclasses
+    import json
+    import sys
+
+    from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
+    from rlcore.trainers.signals import RunInterrupted
+
+    config = {
+        "command": "rlcore " + " ".join(sys.argv[1:]),
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "trainer_config": dataclasses.asdict(trainer.config),
+        **details,
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
+    logger = MultiLogger(
+        ConsoleLogger(total, disable=args.no_progress),
+        JsonlLogger(out / "metrics.jsonl", every_iterations=every_iterations),
+        TensorBoardLogger(out / "tb", every_iterations=every_iterations),
+    )
+    interrupted: RunInterrupted | None = None
+    try:
+        last = trainer.run(logger, checkpoint_dir=out / "checkpoint")
+    except RunInterrupted as e:
+        interrupted = e
+    finally:
+        logger.close()
+    if interrupted is not None:
+        print(f"rlcore: {interrupted}; to continue: {resume_hint(out)}", file=sys.stderr)
+        return 128 + interrupted.signum
+    assert last is not None and last.eval is not None
+    summary = f"done: {args.env} {args.algo} env_steps={last.env_steps}"
+    if trainer.progress == "grad_steps":
+        summary += f" grad_steps={last.grad_steps}"
+    summary += f" eval/return_mean={last.eval.return_mean:.2f}"
+    if last.eval.success_rate == last.eval.success_rate:  # not NaN
+        summary += f" eval/success_rate={last.eval.success_rate:.2f}"
+    print(summary + f" (run dir: {out})")
+    return 0

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,8 +24,14 @@ def train_imitation(args: argparse.Namespace) -> int:
     steps; the generator, discriminator and schedule are :func:`gail_settings`.
     """
     from rlcore.algos.bc import BCConfig
-    from rlcore.cli.common import UsageError, _make_envs, load_resume, prepare_run_dir
-    from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
+    from rlcore.cli.common import (
+        UsageError,
+        _make_envs,
+        default_run_dir,
+        load_resume,
+        prepare_run_dir,
+        run_to_end,
+    )
 
     if args.expert is None:
         raise UsageError(f"--algo {args.algo} needs --expert PATH (a dataset of `rlcore collect-expert`)")
@@ -50,13 +53,18 @@ def train_imitation(args: argparse.Namespace) -> int:
         algo_config: Any = BCConfig()
         bc = BC.from_spaces(obs_space, act_space, algo_config, device=args.device)
         trainer_config: Any = OfflineTrainerConfig(
-            max_grad_steps=steps, grad_steps_per_iteration=500, eval_every=4, seed=args.seed
+            max_grad_steps=steps,
+            grad_steps_per_iteration=500,
+            eval_every=4,
+            seed=args.seed,
+            checkpoint_every=args.checkpoint_every or None,
         )
         trainer = OfflineTrainer(bc, expert, config=trainer_config, eval_envs=eval_envs)
         total = steps
     else:
         settings = gail_settings(args.env, steps=args.steps, num_envs=args.num_envs, seed=args.seed)
-        algo_config, trainer_config = settings.gail, settings.trainer
+        algo_config = settings.gail
+        trainer_config = dataclasses.replace(settings.trainer, checkpoint_every=args.checkpoint_every or None)
         steps = trainer_config.max_env_steps
         envs = _make_envs(args.env, settings.num_envs)
         gail = GAIL.from_spaces(
@@ -73,36 +81,10 @@ def train_imitation(args: argparse.Namespace) -> int:
         )
         total = steps
     load_resume(trainer, args)
-    out = prepare_run_dir(args, Path("runs") / f"{args.env}-{args.algo}-s{args.seed}")
-    (out / "config.json").write_text(
-        json.dumps(
-            {
-                "command": "rlcore " + " ".join(sys.argv[1:]),
-                "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-                "algo_config": dataclasses.asdict(algo_config),
-                "trainer_config": dataclasses.asdict(trainer_config),
-                "ppo_config": dataclasses.asdict(trainer.algorithm.generator.config)
-                if args.algo == "gail"
-                else None,
-                "expert_transitions": len(expert),
-            },
-            indent=2,
-            default=str,
-        )
-    )
-    logger = MultiLogger(
-        ConsoleLogger(total if args.algo == "gail" else None, disable=args.no_progress),
-        JsonlLogger(out / "metrics.jsonl"),
-        TensorBoardLogger(out / "tb"),
-    )
-    try:
-        last = trainer.run(logger)
-    finally:
-        logger.close()
-    trainer.save_checkpoint(out / "checkpoint")
-    assert last is not None and last.eval is not None
-    print(
-        f"done: {args.env} {args.algo} grad_steps={last.grad_steps} env_steps={last.env_steps} "
-        f"eval/return_mean={last.eval.return_mean:.2f} (run dir: {out})"
-    )
-    return 0
+    out = prepare_run_dir(args, default_run_dir(args))
+    details = {
+        "algo_config": dataclasses.asdict(algo_config),
+        "ppo_config": dataclasses.asdict(trainer.algorithm.generator.config) if args.algo == "gail" else None,
+        "expert_transitions": len(expert),
+    }
+    return run_to_end(trainer, args, out, details=details, total=total if args.algo == "gail" else None)

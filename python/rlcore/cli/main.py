@@ -26,8 +26,16 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rlcore`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     try:
+        if args.command == "train" and args.seeds is not None:
+            from rlcore.cli.seeds import run_seeds
+
+            return run_seeds(parser, args, argv)
+        if args.command == "train" and args.jobs != 1:
+            raise UsageError("--jobs is for --seeds (how many seeds run at once)")
         if args.command == "collect-expert":
             from rlcore.cli.collect_expert import collect_expert_command
 

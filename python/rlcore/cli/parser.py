@@ -9,6 +9,50 @@ from typing import NoReturn
 
 from rlcore.cli.common import ALGOS, IMITATION_ALGOS, RECURRENT_ALGOS
 
+DEFAULT_CHECKPOINT_EVERY = 25_000
+"""``--checkpoint-every`` when not given: a MuJoCo SAC run on one core loses at most ~5 minutes."""
+RESUME_OWN = Path("\0own-checkpoint")
+"""``--resume`` without a value: the run directory's own checkpoint (:func:`rlcore.cli.common.resume_path`)."""
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type``: an integer >= 1."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse ``type``: an integer >= 0."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, minimum: int) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+    return value
+
+
+def seed_list(text: str) -> list[int]:
+    """argparse ``type`` of ``--seeds``: ``0-4`` (inclusive), ``0,3,7`` or a mix (``0-2,10``);
+    distinct seeds >= 0, in the order given."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        try:
+            first = int(lo)
+            last = int(hi) if dash else first
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected seeds like 0-4 or 0,3,7, got {text!r}") from None
+        if first < 0 or last < first:
+            raise argparse.ArgumentTypeError(f"expected seeds like 0-4 or 0,3,7, got {text!r}")
+        seeds.extend(range(first, last + 1))
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"--seeds names a seed twice: {text!r}")
+    return seeds
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
@@ -48,6 +92,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--steps", type=int, default=None, help="training env steps (default: per env)")
     train.add_argument("--seed", type=int, default=0, help="seed of envs, networks and buffer (default 0)")
+    train.add_argument(
+        "--seeds",
+        type=seed_list,
+        default=None,
+        metavar="LIST",
+        help="run several seeds, e.g. 0-4 or 0,3,7: one run per seed in its own process, each in "
+        "OUT/sSEED (with --out) or runs/ENV-ALGO-sSEED, each checkpointed and resumable with --resume",
+    )
+    train.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=1,
+        help="with --seeds: how many seeds run at once, as parallel processes (default 1: one after another)",
+    )
+    train.add_argument(
+        "--checkpoint-every",
+        type=non_negative_int,
+        default=DEFAULT_CHECKPOINT_EVERY,
+        metavar="STEPS",
+        help=f"write RUN_DIR/checkpoint every this many env steps (gradient steps for bc), besides the one "
+        f"at the end and the one written on SIGINT/SIGTERM (a second signal aborts at once); 0: only those "
+        f"(default {DEFAULT_CHECKPOINT_EVERY:,})",
+    )
     train.add_argument(
         "--warmup-env-steps",
         type=int,
@@ -107,11 +174,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--resume",
         type=Path,
+        nargs="?",
+        const=RESUME_OWN,
         default=None,
         metavar="CHECKPOINT_DIR",
-        help="continue the run saved in this checkpoint directory (e.g. RUN_DIR/checkpoint), with the same "
-        "flags and a larger --steps, appending to RUN_DIR's metrics.jsonl and tb/ (or --out's); nothing in "
-        "it runs as code",
+        help="continue the run saved in this checkpoint directory (RUN_DIR/checkpoint, or RUN_DIR), with the "
+        "same flags (a larger --steps to go further), appending to RUN_DIR's metrics.jsonl and tb/ (or "
+        "--out's); without a value, the run's own checkpoint in --out (or the default run directory), and "
+        "with --seeds each seed's, starting the seeds that have none and skipping the finished ones; "
+        "nothing in it runs as code",
     )
     train.add_argument(
         "--trust-env-state",

@@ -7,9 +7,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from rlcore.cli.common import (
@@ -18,8 +15,11 @@ from rlcore.cli.common import (
     UsageError,
     _make_envs,
     _resumed_capacity,
+    default_run_dir,
     load_resume,
     prepare_run_dir,
+    resolve_resume,
+    run_to_end,
 )
 from rlcore.envs.atari import is_atari
 from rlcore.presets import atari_replay_buffer, preset_for, recurrent_preset_for
@@ -67,7 +67,6 @@ def train_command(args: argparse.Namespace) -> int:
     from rlcore.algos.r2d2 import R2D2, R2D2Config
     from rlcore.algos.sac import SAC, SACConfig
     from rlcore.algos.td3 import TD3, TD3Config
-    from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
     from rlcore.trainers.recurrent import RecurrentTrainer
 
@@ -83,6 +82,7 @@ def train_command(args: argparse.Namespace) -> int:
         raise UsageError(f"--value-rescaling is for --algo r2d2, not {args.algo}")
     if args.trust_env_state and args.resume is None:
         raise UsageError("--trust-env-state needs --resume CHECKPOINT_DIR")
+    args.resume = resolve_resume(args)
     if args.algo in IMITATION_ALGOS:
         from rlcore.cli.imitation import train_imitation
 
@@ -143,8 +143,7 @@ def train_command(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     overrides = dict(preset.algo.get(args.algo, {}))
-    if args.algo in ("dqn", "ddpg", "td3", "r2d2"):
-        overrides["seed"] = args.seed
+    overrides["seed"] = args.seed
     if args.algo == "dqn" and preset.dqn_lr_anneal:
         overrides["lr_anneal_env_steps"] = steps
     if overrides.get("lr_anneal_env_steps") is True:  # a preset's "anneal over --steps"
@@ -202,6 +201,7 @@ def train_command(args: argparse.Namespace) -> int:
         eval_every=max(1, preset.eval_every_env_steps // collect),
         per_beta_end=1.0 if args.prioritized else None,
         seed=args.seed,
+        checkpoint_every=args.checkpoint_every or None,
         **trainer_kw,
     )
     trainer: Any
@@ -224,38 +224,12 @@ def train_command(args: argparse.Namespace) -> int:
         trainer = trainer_cls(algorithm, buffer, envs, config=trainer_config, eval_envs=eval_envs)
     load_resume(trainer, args)
 
-    tag = (
-        f"{args.env}-{args.algo}{'-her' if args.her else ''}{'-per' if args.prioritized else ''}-s{args.seed}"
-    )
-    out = prepare_run_dir(args, Path("runs") / tag)
-    (out / "config.json").write_text(
-        json.dumps(
-            {
-                "command": "rlcore " + " ".join(sys.argv[1:]),
-                "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-                "algo_config": dataclasses.asdict(algo_config),
-                "trainer_config": dataclasses.asdict(trainer_config),
-                "num_envs": num_envs,
-                "capacity": capacity,
-                "device": str(device),
-            },
-            indent=2,
-        )
-    )
+    out = prepare_run_dir(args, default_run_dir(args))
+    details = {
+        "algo_config": dataclasses.asdict(algo_config),
+        "num_envs": num_envs,
+        "capacity": capacity,
+        "device": str(device),
+    }
     every = max(1, 1000 // collect)
-    logger = MultiLogger(
-        ConsoleLogger(steps, disable=args.no_progress),
-        JsonlLogger(out / "metrics.jsonl", every_iterations=every),
-        TensorBoardLogger(out / "tb", every_iterations=every),
-    )
-    try:
-        last = trainer.run(logger)
-    finally:
-        logger.close()
-    trainer.save_checkpoint(out / "checkpoint")
-    assert last is not None and last.eval is not None
-    summary = f"done: {args.env} {args.algo} env_steps={last.env_steps} eval/return_mean={last.eval.return_mean:.2f}"
-    if last.eval.success_rate == last.eval.success_rate:  # not NaN
-        summary += f" eval/success_rate={last.eval.success_rate:.2f}"
-    print(summary + f" (run dir: {out})")
-    return 0
+    return run_to_end(trainer, args, out, details=details, total=steps, every_iterations=every)

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from rlcore.presets import on_policy_preset_for
@@ -33,9 +30,15 @@ def train_on_policy(args: argparse.Namespace) -> int:
     from rlcore.algos.common import resolve_device
     from rlcore.algos.ppo import PPO, PPOConfig
     from rlcore.algos.vpg import VPG, VPGConfig
-    from rlcore.cli.common import UsageError, _make_envs, load_resume, prepare_run_dir
+    from rlcore.cli.common import (
+        UsageError,
+        _make_envs,
+        default_run_dir,
+        load_resume,
+        prepare_run_dir,
+        run_to_end,
+    )
     from rlcore.envs.atari import is_atari
-    from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 
     if args.her or args.prioritized or args.n_step not in (None, 1):
@@ -90,37 +93,11 @@ def train_on_policy(args: argparse.Namespace) -> int:
         eval_every=max(1, preset.eval_every_env_steps // per_iter),
         eval_episodes=10,
         seed=args.seed,
+        checkpoint_every=args.checkpoint_every or None,
     )
     trainer = OnPolicyTrainer(algorithm, envs, config=trainer_config, eval_envs=eval_envs)
     load_resume(trainer, args)
 
-    out = prepare_run_dir(args, Path("runs") / f"{args.env}-{args.algo}-s{args.seed}")
-    (out / "config.json").write_text(
-        json.dumps(
-            {
-                "command": "rlcore " + " ".join(sys.argv[1:]),
-                "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-                "algo_config": dataclasses.asdict(algo_config),
-                "trainer_config": dataclasses.asdict(trainer_config),
-                "num_envs": num_envs,
-                "device": str(device),
-            },
-            indent=2,
-        )
-    )
-    logger = MultiLogger(
-        ConsoleLogger(steps, disable=args.no_progress),
-        JsonlLogger(out / "metrics.jsonl"),
-        TensorBoardLogger(out / "tb"),
-    )
-    try:
-        last = trainer.run(logger)
-    finally:
-        logger.close()
-    trainer.save_checkpoint(out / "checkpoint")
-    assert last is not None and last.eval is not None
-    print(
-        f"done: {args.env} {args.algo} env_steps={last.env_steps} "
-        f"eval/return_mean={last.eval.return_mean:.2f} (run dir: {out})"
-    )
-    return 0
+    out = prepare_run_dir(args, default_run_dir(args))
+    details = {"algo_config": dataclasses.asdict(algo_config), "num_envs": num_envs, "device": str(device)}
+    return run_to_end(trainer, args, out, details=details, total=steps)

@@ -15,17 +15,23 @@ Contract shared by every trainer:
 * ``iter(trainer)`` returns the trainer itself and never resets anything: a ``for`` loop that is
   left early and started again continues where it stopped, and several trainers can be advanced
   side by side with ``zip``.
-* Evaluation runs every ``config.eval_every`` iterations and at the last one; the k-th evaluation
-  resets the eval envs with :func:`eval_seed` ``(config.seed, k)`` = ``seed + 10_000 + 1_000 * k``.
+* Evaluation runs every ``config.eval_every`` iterations and at the last one; an evaluation after
+  iteration i resets the eval envs with :func:`eval_seed` ``(config.seed, i)`` =
+  ``seed + 10_000 + 1_000 * i``.
 * After any ``next()``, :meth:`Trainer.save_checkpoint` stores the algorithm, the counters
   (``iteration``, ``grad_steps``, ``evaluations`` and the trainer's own), the trainer's own parts
   (collector, sampler, buffer, env snapshot) and the process RNGs; a fresh trainer built the same
   way and given :meth:`Trainer.load_checkpoint` continues with the same next stats (with
   ``trust_env_state=True`` when the envs have a snapshot).
+* :meth:`Trainer.run` with a ``checkpoint_dir`` writes a checkpoint there every
+  ``config.checkpoint_every`` env steps (gradient steps offline), at the end, and when SIGINT or
+  SIGTERM arrives (then it raises :class:`~rlcore.trainers.signals.RunInterrupted`); a second
+  signal aborts at once. A checkpoint write is atomic: a kill during one leaves the previous one.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from abc import ABC, abstractmethod
@@ -38,19 +44,23 @@ import gymnasium as gym
 import numpy as np
 
 from rlcore.collect.evaluate import evaluate
-from rlcore.errors import ApiUsageError, InvalidValueError
-from rlcore.logging import Logger, write_iterations
+from rlcore.errors import ApiUsageError, CheckpointError, InvalidValueError
+from rlcore.logging import Logger
 from rlcore.stats import CollectStats, EpisodeStats, EpochStats, EvalStats, TimeStats
 from rlcore.trainers import checkpoint
+from rlcore.trainers.signals import RunInterrupted, StopSignals
 from rlcore.types import Policy, StatefulPolicy
 
-__all__ = ["IterationClock", "OwnState", "Trainer", "at_least", "eval_seed"]
+__all__ = ["IterationClock", "OwnState", "RunInterrupted", "Trainer", "at_least", "eval_seed"]
 
 
-def eval_seed(seed: int, k: int) -> int:
-    """Reset seed of the eval envs at a trainer's ``k``-th evaluation (k = 1, 2, ...): apart from the
-    training envs' ``seed`` and from :func:`rlcore.trainers.checkpoint.resume_seed`."""
-    return seed + 10_000 + 1_000 * k
+def eval_seed(seed: int, iteration: int) -> int:
+    """Reset seed of the eval envs for an evaluation after iteration ``iteration``:
+    ``(seed + 10_000 + 1_000 * iteration) mod 2**31``, apart from the training envs' ``seed`` and
+    from :func:`rlcore.trainers.checkpoint.resume_seed`. A function of the iteration alone, so a
+    run stopped and resumed evaluates with the seeds of the uninterrupted run (an extra evaluation
+    at the stop changes nothing after it)."""
+    return (seed + 10_000 + 1_000 * iteration) % 2**31
 
 
 def at_least(name: str, value: float | None, minimum: float, *, optional: bool = False) -> None:
@@ -120,6 +130,8 @@ class Trainer(ABC):
     """The ``trainer`` field of this trainer's checkpoints (``load`` refuses another kind's)."""
     horizon: ClassVar[str] = "max_env_steps"
     """The config field at which :meth:`run` stops."""
+    progress: ClassVar[str] = "env_steps"
+    """The counter that :attr:`horizon` and ``config.checkpoint_every`` are measured in."""
 
     algorithm: Any
     config: Any
@@ -200,7 +212,7 @@ class Trainer(ABC):
 
     def evaluate(self) -> EvalStats:
         """Run ``config.eval_episodes`` deterministic episodes on the eval envs, reset with
-        :func:`eval_seed` of this evaluation (a fresh seed each time).
+        :func:`eval_seed` of the current iteration.
 
         Raises:
             ApiUsageError: the trainer has no eval envs (a ``RuntimeError``).
@@ -208,7 +220,7 @@ class Trainer(ABC):
         if self.eval_envs is None:
             raise ApiUsageError("this trainer has no eval_envs")
         self._evaluations += 1
-        seed = eval_seed(self.config.seed, self._evaluations)
+        seed = eval_seed(self.config.seed, self.iteration)
         return evaluate(self._eval_policy(), self.eval_envs, self.config.eval_episodes, seed=seed)
 
     def _eval_due(self, *, last: bool) -> bool:
@@ -258,19 +270,49 @@ class Trainer(ABC):
             ),
         )
 
-    def run(self, logger: Logger | None = None) -> EpochStats | None:
+    def run(
+        self, logger: Logger | None = None, *, checkpoint_dir: str | Path | None = None
+    ) -> EpochStats | None:
         """Iterate until the horizon (``config.max_env_steps``; ``max_grad_steps`` offline), writing
         every iteration to ``logger``; return the last stats (``None`` when already done).
 
+        With ``checkpoint_dir``, the run survives being stopped: it writes a checkpoint there
+        (:meth:`save_checkpoint`) whenever its progress (env steps; gradient steps offline) passes
+        a multiple of ``config.checkpoint_every``, once more at the end, and when SIGINT or SIGTERM
+        arrives, after the iteration in progress, before raising :class:`RunInterrupted`. A
+        second signal aborts at once (the checkpoint being written, if any, is left unfinished
+        and the previous one stays loadable). Signals are caught only on the main thread.
+
         Raises:
             InvalidValueError: the horizon is ``None`` (the loop would never end; a ``ValueError``).
+            RunInterrupted: SIGINT or SIGTERM arrived (a ``KeyboardInterrupt``; its
+                ``checkpoint`` holds the trainer as it was after the last full iteration).
         """
         horizon = getattr(self.config, self.horizon)
         if horizon is None:
             raise InvalidValueError(
                 f"run() needs config.{self.horizon}; iterate the trainer yourself for an endless run"
             )
-        return write_iterations(self, horizon, logger)
+        every = getattr(self.config, "checkpoint_every", None) if checkpoint_dir is not None else None
+        last: EpochStats | None = None
+        with StopSignals(enabled=checkpoint_dir is not None) as signals:
+            saved_at = getattr(self, self.progress)
+            for stats in self:
+                if logger is not None:
+                    logger.write(stats)
+                last = stats
+                progress = getattr(self, self.progress)
+                if signals.caught is not None and not self.done:
+                    assert checkpoint_dir is not None
+                    self.save_checkpoint(checkpoint_dir)
+                    raise RunInterrupted(signals.caught, checkpoint_dir, self.env_steps, self.grad_steps)
+                if every is not None and progress // every > saved_at // every and not self.done:
+                    assert checkpoint_dir is not None
+                    self.save_checkpoint(checkpoint_dir)
+                    saved_at = progress
+            if checkpoint_dir is not None and last is not None:
+                self.save_checkpoint(checkpoint_dir)
+        return last
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -319,7 +361,8 @@ class Trainer(ABC):
             FileNotFoundError: ``path`` holds no checkpoint.
             CheckpointError: an old-format checkpoint (the message says how to convert a trusted
                 one), a ``trainer.pt`` that holds more than data, a checkpoint of another trainer,
-                or one that lacks an entry this trainer needs (nothing changed then).
+                one that lacks an entry this trainer needs, or an algorithm state that does not
+                fit this trainer's algorithm (nothing changed then).
             SaveFileError: the buffer save is corrupt or does not fit this trainer's buffer
                 (nothing changed then).
         """
@@ -327,7 +370,24 @@ class Trainer(ABC):
         algorithm, rng = ckpt.part("algorithm"), ckpt.part("rng")
         iteration, grad_steps = int(ckpt.counter("iteration")), int(ckpt.counter("grad_steps"))
         evaluations = int(ckpt.counter("evaluations"))
-        self._load_own_state(ckpt, iteration)
-        self.algorithm.load_state_dict(algorithm)
+        # The algorithm is tried first and put back as it was if its state does not fit, so that
+        # a refused checkpoint changes nothing (buffer, counters and envs come after it).
+        before, rng_before = copy.deepcopy(self.algorithm.state_dict()), checkpoint.capture_rng()
+        try:
+            self.algorithm.load_state_dict(algorithm)
+        except Exception as e:  # noqa: BLE001 - whatever a state_dict that does not fit raises
+            self.algorithm.load_state_dict(before)
+            raise CheckpointError(
+                f"{path}: the algorithm's state does not fit this trainer's {type(self.algorithm).__name__} "
+                f"(another algorithm, network shape or configuration?): {type(e).__name__}: "
+                f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            ) from e
+        try:
+            checkpoint.restore_rng(rng)  # checks the stored states; set again below
+            self._load_own_state(ckpt, iteration)
+        except BaseException:
+            checkpoint.restore_rng(rng_before)
+            self.algorithm.load_state_dict(before)
+            raise
         self.iteration, self.grad_steps, self._evaluations = iteration, grad_steps, evaluations
-        checkpoint.restore_rng(rng)
+        checkpoint.restore_rng(rng)  # last: whatever restoring the envs drew is undone

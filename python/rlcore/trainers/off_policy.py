@@ -96,7 +96,10 @@ class OffPolicyTrainerConfig:
     per_beta_end: float | None = None
     """Anneal a prioritized buffer's ``beta`` linearly from its initial value to this by ``max_env_steps``."""
     seed: int = 0
-    """Seed of the training envs' first reset and of the action sampler; eval envs use ``seed + 10_000 + 1_000 * k``."""
+    """Seed of the training envs' first reset and of the action sampler; eval envs use ``seed + 10_000 + 1_000 * i`` after iteration i."""
+    checkpoint_every: int | None = None
+    """With ``run(checkpoint_dir=...)``: write a checkpoint whenever the env steps pass a multiple
+    of this (besides the one at the end and on SIGINT/SIGTERM); ``None``: only those."""
 
     def __post_init__(self) -> None:
         at_least("collect_env_steps", self.collect_env_steps, 1)
@@ -109,6 +112,7 @@ class OffPolicyTrainerConfig:
         at_least("warmup_env_steps", self.warmup_env_steps, 0)
         at_least("eval_every", self.eval_every, 1, optional=True)
         at_least("eval_episodes", self.eval_episodes, 1)
+        at_least("checkpoint_every", self.checkpoint_every, 1, optional=True)
         at_least("max_env_steps", self.max_env_steps, 1, optional=True)
         if self.per_beta_end is not None and self.max_env_steps is None:
             raise InvalidValueError("per_beta_end needs max_env_steps (the annealing horizon)")

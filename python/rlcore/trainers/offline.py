@@ -36,7 +36,10 @@ class OfflineTrainerConfig:
     eval_episodes: int = 10
     """Episodes per evaluation, spread over the eval envs."""
     seed: int = 0
-    """Eval envs are reset with ``seed + 10_000 + 1_000 * k`` at the k-th evaluation."""
+    """Eval envs are reset with ``seed + 10_000 + 1_000 * i`` for an evaluation after iteration i."""
+    checkpoint_every: int | None = None
+    """With ``run(checkpoint_dir=...)``: write a checkpoint whenever the gradient steps pass a multiple
+    of this (besides the one at the end and on SIGINT/SIGTERM); ``None``: only those."""
 
     def __post_init__(self) -> None:
         at_least("max_grad_steps", self.max_grad_steps, 1, optional=True)
@@ -44,6 +47,7 @@ class OfflineTrainerConfig:
         at_least("batch_size", self.batch_size, 1)
         at_least("eval_every", self.eval_every, 1, optional=True)
         at_least("eval_episodes", self.eval_episodes, 1)
+        at_least("checkpoint_every", self.checkpoint_every, 1, optional=True)
 
 
 class OfflineTrainer(Trainer):
@@ -70,6 +74,7 @@ class OfflineTrainer(Trainer):
 
     checkpoint_kind = "offline"
     horizon = "max_grad_steps"
+    progress = "grad_steps"
 
     def __init__(
         self,

@@ -57,12 +57,16 @@ class OnPolicyTrainerConfig:
     eval_episodes: int = 10
     """Episodes per evaluation, spread over the eval envs."""
     seed: int = 0
-    """Seed of the training envs' first reset; eval envs use ``seed + 10_000 + 1_000 * k``."""
+    """Seed of the training envs' first reset; eval envs use ``seed + 10_000 + 1_000 * i`` after iteration i."""
+    checkpoint_every: int | None = None
+    """With ``run(checkpoint_dir=...)``: write a checkpoint whenever the env steps pass a multiple
+    of this (besides the one at the end and on SIGINT/SIGTERM); ``None``: only those."""
 
     def __post_init__(self) -> None:
         at_least("num_steps", self.num_steps, 1)
         at_least("eval_every", self.eval_every, 1, optional=True)
         at_least("eval_episodes", self.eval_episodes, 1)
+        at_least("checkpoint_every", self.checkpoint_every, 1, optional=True)
         at_least("max_env_steps", self.max_env_steps, 1, optional=True)
 
 
