@@ -9,7 +9,7 @@ import numpy as np
 
 from rlcore._core import RawBuffer
 from rlcore.batch import TransitionBatch
-from rlcore.buffers.offline import offline_capacity
+from rlcore.buffers.offline import complete_steps, offline_capacity
 from rlcore.buffers.replay import (
     ReplayBuffer,
     _index_array,
@@ -181,7 +181,7 @@ class HERReplayBuffer(ReplayBuffer):
         rew: np.ndarray,
         terminated: np.ndarray,
         truncated: np.ndarray,
-        obs_next: Mapping[str, np.ndarray],
+        obs_next: Mapping[str, np.ndarray] | None,
         *,
         capacity: int | None = None,
         seed: int | None = None,
@@ -199,7 +199,11 @@ class HERReplayBuffer(ReplayBuffer):
         exact_ratio: bool = False,
     ) -> HERReplayBuffer:
         """As :meth:`ReplayBuffer.from_arrays` (an offline dataset of goal-env episodes), with
-        the HER parameters of the class."""
+        the HER parameters of the class (``obs_next=None``: as there, from ``obs``)."""
+        if obs_next is None:
+            s = complete_steps(obs, act, rew, terminated, truncated, extras=extras)
+            obs, act, rew, obs_next, extras = s.obs, s.act, s.rew, s.obs_next, s.extras
+            terminated, truncated = s.terminated, s.truncated
         rew_a, capacity = offline_capacity(obs, rew, terminated, truncated, obs_next, capacity)
         buf = cls(
             capacity,

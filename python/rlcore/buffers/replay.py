@@ -21,7 +21,7 @@ import numpy as np
 from rlcore._core import AddResult, RawBuffer
 from rlcore.batch import TransitionBatch
 from rlcore.buffers import persist
-from rlcore.buffers.offline import offline_capacity
+from rlcore.buffers.offline import complete_steps, offline_capacity
 from rlcore.buffers.sequences import SequenceBatch, state_names
 from rlcore.errors import ApiUsageError, DTypeError, SaveFileError, ShapeError
 
@@ -184,7 +184,7 @@ class ReplayBuffer(RawBuffer):
         rew: np.ndarray,
         terminated: np.ndarray,
         truncated: np.ndarray,
-        obs_next: np.ndarray | Mapping[str, np.ndarray],
+        obs_next: np.ndarray | Mapping[str, np.ndarray] | None,
         *,
         capacity: int | None = None,
         seed: int | None = None,
@@ -200,10 +200,19 @@ class ReplayBuffer(RawBuffer):
         data needs (T plus one row per episode). ``extras`` maps column names (not reserved, see
         :meth:`from_spaces`) to ``[T, *shape]`` arrays.
 
+        ``obs_next=None`` is a stream without next observations (D4RL's layout): inside an
+        episode the next observation is ``obs[t + 1]``; an episode's last step is handled by
+        :func:`rlcore.buffers.offline.complete_steps` (a terminated step keeps a placeholder that
+        no target reads, a truncated step and the stream's unfinished last step are left out).
+
         Raises:
             ShapeError, DTypeError: as :meth:`add`.
             InvalidValueError: a reserved extra name (``"mask"``, ``"rew"``, ...).
         """
+        if obs_next is None:
+            s = complete_steps(obs, act, rew, terminated, truncated, extras=extras)
+            obs, act, rew, obs_next, extras = s.obs, s.act, s.rew, s.obs_next, s.extras
+            terminated, truncated = s.terminated, s.truncated
         rew_a, capacity = offline_capacity(obs, rew, terminated, truncated, obs_next, capacity)
         buf = cls(capacity, num_envs=1, seed=seed)
         buf._extend(obs, act, rew_a, terminated, truncated, obs_next, extras=dict(extras or {}))
