@@ -10,26 +10,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PKG = Path(__file__).resolve().parents[1] / "python" / "rlcore"
-
-# Deprecated aliases of old module paths (removed in 0.3): they only re-export, from above.
-SHIMS = {
-    "rlcore.bench",
-    "rlcore.cli_onpolicy",
-    "rlcore.collector",
-    "rlcore.onpolicy_trainer",
-    "rlcore.rollout",
-    "rlcore.trainer",
-}
 
 # Layers, bottom to top: a module may import only from its own layer or below. Within one layer
 # the package graph must still be acyclic.
 LAYERS: list[set[str]] = [
     {"rlcore._core"},
     {"rlcore.errors", "rlcore.types", "rlcore.stats", "rlcore.schedules"},
-    {"rlcore.returns", "rlcore.batch", "rlcore.nets", "rlcore.logging"},
+    {"rlcore.returns", "rlcore.batch", "rlcore.nets", "rlcore.logging", "rlcore.results"},
     {"rlcore.buffers", "rlcore.envs", "rlcore.datasets"},
     {"rlcore.collect", "rlcore.algos", "rlcore.compat"},
     {"rlcore.trainers"},
@@ -86,8 +74,6 @@ def _edges() -> list[tuple[str, str, list[str], str]]:
     edges = []
     for path in sorted(PKG.rglob("*.py")):
         me = _module(path)
-        if me in SHIMS:
-            continue
         for target, names, line in _imports(path):
             # `from rlcore.trainers import checkpoint` imports the submodule
             subs = [f"{target}.{n}" for n in names if f"{target}.{n}" in modules]
@@ -167,17 +153,6 @@ def test_only_the_buffers_returns_and_errors_touch_the_native_module() -> None:
         and a != "rlcore"
     ]
     assert not bad, f"modules other than buffers/returns/errors import rlcore._core: {bad}"
-
-
-@pytest.mark.parametrize("shim", sorted(SHIMS - {"rlcore.bench"}))
-def test_old_module_paths_still_import_with_a_deprecation_warning(shim: str) -> None:
-    import importlib
-    import sys
-
-    sys.modules.pop(shim, None)
-    with pytest.warns(DeprecationWarning, match="deprecated"):
-        module = importlib.import_module(shim)
-    assert module.__all__ and all(hasattr(module, name) for name in module.__all__)
 
 
 def test_the_graph_reader_sees_a_planted_circle(tmp_path: Path) -> None:

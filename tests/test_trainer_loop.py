@@ -19,7 +19,6 @@ from rlcore.algos.r2d2 import R2D2, R2D2Config
 from rlcore.distributed import DistributedConfig, DistributedTrainer
 from rlcore.errors import InvalidValueError
 from rlcore.trainers import (
-    GAILTrainer,
     OfflineTrainer,
     OfflineTrainerConfig,
     OffPolicyTrainer,
@@ -114,8 +113,9 @@ def test_every_trainer_is_one_loop() -> None:
 
 @pytest.mark.parametrize("kind", list(TRAINERS))
 def test_evaluation_schedule_and_seeds_are_the_same_for_every_trainer(kind: str) -> None:
-    """Every ``eval_every`` iterations and at the last one; the k-th evaluation resets the eval envs
-    with seed + 10_000 + 1_000 k."""
+    """Every ``eval_every`` iterations and at the last one; an evaluation after iteration i resets
+    the eval envs with seed + 10_000 + 1_000 i (a function of the iteration, so a resumed run
+    evaluates with the seeds of the uninterrupted one)."""
     horizon = {"offline": {"max_grad_steps": 25}}.get(kind, {"max_env_steps": 100})
     trainer = TRAINERS[kind](eval_every=2, eval_episodes=1, seed=7, **horizon)
     seeds: list[int | None] = []
@@ -131,8 +131,8 @@ def test_evaluation_schedule_and_seeds_are_the_same_for_every_trainer(kind: str)
     assert n >= 3 and trainer.done
     due = [i for i in range(1, n + 1) if i % 2 == 0 or i == n]  # and always the last
     assert [s.iteration for s in stats if s.eval is not None] == due
-    assert seeds == [eval_seed(7, k) for k in range(1, len(due) + 1)]
-    assert seeds[:2] == [11_007, 12_007]
+    assert seeds == [eval_seed(7, i) for i in due]
+    assert seeds[:2] == [12_007, 14_007]
     assert trainer._evaluations == len(due)
 
 
@@ -200,17 +200,20 @@ def test_eval_every_without_eval_envs_is_a_typed_error(kind: str) -> None:
 # generator (CHANGELOG, 0.9.0 "Changed": a new action stream, the same code path), and again when
 # the uniform draw's rejected candidates were replaced from its prefetched queue (CHANGELOG,
 # "Uniform and HER sampling streams": the expert batches differ; only the discriminator's loss and
-# reward moved, in the third significant digit): per iteration
+# reward moved, in the third significant digit), and again when GAIL drew its expert batches with
+# its own generator and evaluations took their seed from the iteration (CHANGELOG, "Runs": the
+# discriminator's loss and reward moved in the third digit, the evaluation returns changed with
+# their seeds; rollouts unchanged): per iteration
 # (env_steps, grad_steps, rollout episodes, rollout return_mean, train/disc_loss,
 # train/learned_reward, eval return_mean or None).
 GAIL_BEFORE = [
-    (61, 3, 3, 14.666666666666666, 8.257007598876953, 0.7175517678260803, None),
-    (122, 6, 3, 17.333333333333332, 8.017603874206543, 0.7201378345489502, 99.0),
-    (184, 9, 2, 31.5, 7.681529521942139, 0.7083727717399597, None),
-    (245, 12, 3, 19.0, 7.538428783416748, 0.6954032778739929, 47.0),
-    (305, 15, 4, 20.0, 7.220897674560547, 0.7159656882286072, None),
-    (367, 18, 2, 16.0, 6.717159271240234, 0.7140315175056458, 53.0),
-    (429, 21, 2, 44.0, 6.665399551391602, 0.7342421412467957, 51.0),
+    (61, 3, 3, 14.666666666666666, 8.236857414245605, 0.7149948477745056, None),
+    (122, 6, 3, 17.333333333333332, 8.032716751098633, 0.7172381281852722, 43.0),
+    (184, 9, 2, 31.5, 7.692854881286621, 0.7042103409767151, None),
+    (245, 12, 3, 19.0, 7.502443790435791, 0.6912404298782349, 45.0),
+    (305, 15, 4, 20.0, 7.359601974487305, 0.7115626931190491, None),
+    (367, 18, 2, 16.0, 6.903801918029785, 0.709220826625824, 53.0),
+    (429, 21, 2, 44.0, 6.554812431335449, 0.7296479344367981, 110.0),
 ]
 
 
@@ -251,18 +254,6 @@ def test_gail_is_the_on_policy_trainer_with_gails_reward_and_gives_the_recorded_
     for g, w in zip(got, GAIL_BEFORE, strict=True):
         assert g[:3] == w[:3] and g[6] == w[6]  # counters, episodes and eval returns exactly
         assert g[3:6] == pytest.approx(w[3:6], rel=1e-5)
-
-
-def test_gail_trainer_is_a_deprecated_function_building_the_same_on_policy_trainer() -> None:
-    gail, envs, config, eval_envs = gail_parts()
-    with pytest.warns(DeprecationWarning, match=r"reward_fn=gail.reward"):
-        old = GAILTrainer(gail, envs, config=config, eval_envs=eval_envs)
-    assert type(old) is OnPolicyTrainer and old.sampler.reward_fn == gail.reward
-    assert "OnPolicyTrainer(gail, envs" in (GAILTrainer.__doc__ or "")
-    got = [gail_row(s) for s in old]
-    gail2, envs2, config2, eval_envs2 = gail_parts()
-    new = OnPolicyTrainer(gail2, envs2, config=config2, eval_envs=eval_envs2, reward_fn=gail2.reward)
-    assert got == [gail_row(s) for s in new]
 
 
 # --------------------------------------------------------------------------- stats and resume
@@ -354,8 +345,8 @@ def straight_and_resumed(kind: str, tmp_path: Any, *, restore_dataset: bool) -> 
 def test_resume_from_a_checkpoint_gives_the_same_stats_and_weights_for_every_trainer(kind: str, tmp_path: Any) -> None:
     """Save after 2 iterations, resume a fresh trainer (torch RNG disturbed) with the env snapshot:
     every later iteration's stats (timings aside) and the final weights equal the straight run's,
-    bit for bit. BC's dataset and GAIL's expert data are restored beside the checkpoint (a
-    checkpoint does not hold the dataset, nor its sampling RNG: see the xfail test below)."""
+    bit for bit. BC's dataset and GAIL's expert data are restored beside the checkpoint here; the
+    test below shows that it does not matter."""
     want, got, straight, resumed = straight_and_resumed(kind, tmp_path, restore_dataset=True)
     assert len(want) >= 2 and got == want
     w_straight, w_resumed = weights(straight), weights(resumed)
@@ -364,12 +355,10 @@ def test_resume_from_a_checkpoint_gives_the_same_stats_and_weights_for_every_tra
         torch.testing.assert_close(w_resumed[name], tensor, rtol=0, atol=0, msg=name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap, same on main: a checkpoint holds neither the fixed dataset nor its sampling RNG "
-    "(no buffer API to save only the RNG), so a resumed BC/GAIL run draws other dataset samples",
-)
 @pytest.mark.parametrize("kind", ["offline", "gail"])
 def test_resume_without_restoring_the_dataset_continues_exactly(kind: str, tmp_path: Any) -> None:
+    """BC and GAIL draw their dataset's transitions with a generator of their own, which the
+    checkpoint holds (rlcore.buffers.draws.DatasetDraws): the dataset's own sampling RNG does not
+    matter, so a resumed run continues exactly without restoring it."""
     want, got, _, _ = straight_and_resumed(kind, tmp_path, restore_dataset=False)
     assert got == want

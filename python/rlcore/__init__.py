@@ -2,7 +2,7 @@
 
 Replay storage, episode-aware indexing, n-step returns, hindsight relabeling, prioritized
 sampling and GAE live in Rust (``rlcore._core``); networks, algorithms, collectors and trainers
-are thin PyTorch layers (``rlcore.algos``, ``rlcore.collector``, ``rlcore.trainer``).
+are thin PyTorch layers (``rlcore.algos``, ``rlcore.collect``, ``rlcore.trainers``).
 """
 
 from rlcore import errors

@@ -7,7 +7,7 @@ dataclass, ``from_spaces(observation_space, action_space, config, device=...)``,
 ``load_state_dict()``; none holds an env, a buffer or a logger.
 
 On-policy: :class:`VPG`, :class:`A2C`, :class:`PPO`, with ``act_value(obs)``/``value(obs)`` for the
-:class:`~rlcore.rollout.RolloutSampler` and ``update(rollout) -> XStats``.
+:class:`~rlcore.collect.sampler.RolloutSampler` and ``update(rollout) -> XStats``.
 """
 
 from rlcore.algos.a2c import A2C, A2CConfig, A2CStats

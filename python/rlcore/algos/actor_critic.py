@@ -65,7 +65,7 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 @runtime_checkable
 class OnPolicyAlgorithm(Protocol):
-    """What :class:`~rlcore.onpolicy_trainer.OnPolicyTrainer` needs from an algorithm."""
+    """What :class:`~rlcore.trainers.on_policy.OnPolicyTrainer` needs from an algorithm."""
 
     device: torch.device
 

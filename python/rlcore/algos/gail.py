@@ -2,7 +2,7 @@
 
 Source: Ho & Ermon 2016, "Generative Adversarial Imitation Learning", Algorithm 1. Each iteration:
 
-1. sample trajectories of the policy pi (the :class:`~rlcore.rollout.RolloutSampler`, whose
+1. sample trajectories of the policy pi (the :class:`~rlcore.collect.sampler.RolloutSampler`, whose
    ``reward_fn`` is :meth:`GAIL.reward`, so the rollout's ``rew`` already holds the learned reward);
 2. update the discriminator ``D(s, a)`` (here: the probability that a pair is the *expert's*) by
    ascending ``E_expert[log D] + E_pi[log(1 - D)]`` (eq. 17 with the roles of the two labels
@@ -65,6 +65,7 @@ from rlcore.algos.common import (
 )
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.batch import Rollout
+from rlcore.buffers.draws import DatasetDraws
 from rlcore.nets import ObsEncoder, mlp
 
 __all__ = ["GAIL", "Discriminator", "DiscriminatorStats", "GAILConfig", "GAILStats", "gradient_penalty"]
@@ -232,8 +233,8 @@ class GAIL:
     """GAIL: a :class:`Discriminator` whose reward trains a :class:`~rlcore.algos.ppo.PPO` generator.
 
     Implements :class:`~rlcore.algos.actor_critic.OnPolicyAlgorithm` (``act``, ``act_value``,
-    ``value`` delegate to the generator), so :class:`rlcore.imitation.GAILTrainer` (an
-    :class:`~rlcore.onpolicy_trainer.OnPolicyTrainer` whose ``reward_fn`` is :meth:`reward`) drives it.
+    ``value`` delegate to the generator), so an
+    :class:`~rlcore.trainers.on_policy.OnPolicyTrainer` whose ``reward_fn`` is :meth:`reward` drives it.
 
     Args:
         generator: the PPO policy learner.
@@ -270,9 +271,8 @@ class GAIL:
         self.config = config
         self.rng = np.random.default_rng(config.seed)
         self.torch_rng = torch_generator(config.seed, self.device, stream=2)
-        # expert pairs are drawn by index with GAIL's own generator (``sample_at``), so the
-        # expert buffer's generator is never used and a checkpoint holds every stream
-        self._expert_rows = np.flatnonzero(np.asarray(expert.is_transition(np.arange(expert.capacity))))
+        # expert pairs come from GAIL's own stream, not the expert buffer's: checkpoints hold it
+        self.expert_draws = DatasetDraws(expert, None if config.seed is None else (config.seed, 3))
         self._clip: tuple[np.ndarray, np.ndarray] | None = None
         if isinstance(action_space, gym.spaces.Box):
             self._clip = (action_space.low.astype(np.float32), action_space.high.astype(np.float32))
@@ -286,7 +286,7 @@ class GAIL:
             n_term = int(np.count_nonzero(np.asarray(expert.terminated)))
             self.expert_absorbing_share = n_term / (len(expert) + n_term)
         # Normalise the discriminator's observations with the expert's statistics (one big sample).
-        sample = self._expert_sample(min(len(expert), 20_000))
+        sample = self.expert_draws.sample(min(len(expert), 20_000))
         self.discriminator.fit_obs(torch.as_tensor(np.asarray(sample.obs), device=self.device))
 
     @classmethod
@@ -317,11 +317,6 @@ class GAIL:
             config=config,
             action_space=action_space,
         )
-
-    def _expert_sample(self, batch_size: int) -> Any:
-        """``batch_size`` expert transitions drawn uniformly with replacement by :attr:`rng`."""
-        rows = self._expert_rows[self.rng.integers(0, self._expert_rows.size, size=batch_size)]
-        return self.expert.sample_at(rows)
 
     # -- policy (delegated to the generator) ---------------------------------------------------
 
@@ -403,7 +398,7 @@ class GAIL:
         acc_e = acc_p = float("nan")
         for _ in range(c.disc_updates if n_policy else 0):
             idx = self.rng.integers(0, n_policy, size=min(c.disc_batch_size, n_policy))
-            expert = self._expert_sample(len(idx))
+            expert = self.expert_draws.sample(len(idx))
             x_e = d.features(
                 torch.as_tensor(np.asarray(expert.obs), device=self.device),
                 torch.as_tensor(np.asarray(expert.act), device=self.device),
@@ -464,7 +459,7 @@ class GAIL:
 
     def state_dict(self) -> dict[str, Any]:
         """Generator, discriminator (incl. its normaliser), discriminator optimizer, the generators
-        ``rng`` (expert and policy draws) and ``torch_rng`` (gradient-penalty mixing).
+        ``rng`` (policy draws), ``torch_rng`` (gradient-penalty mixing) and ``expert_draws``.
 
         The expert buffer is not included (it is data, loaded from its own path)."""
         return {
@@ -474,6 +469,7 @@ class GAIL:
             "optimizer": self.optimizer.state_dict(),
             "rng": self.rng.bit_generator.state,
             "torch_rng": generator_state(self.torch_rng),
+            "expert_draws": self.expert_draws.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -483,3 +479,4 @@ class GAIL:
         self.optimizer.load_state_dict(state["optimizer"])
         self.rng.bit_generator.state = state["rng"]
         set_generator_state(self.torch_rng, state["torch_rng"])
+        self.expert_draws.load_state_dict(state["expert_draws"])

@@ -14,6 +14,10 @@ RECURRENT_ALGOS = ("r2d2",)  # rlcore.cli.train, with rlcore.trainers.recurrent
 IMITATION_ALGOS = ("bc", "gail")  # rlcore.cli.imitation, with --expert PATH
 
 
+RESUME_OWN = Path("\0own-checkpoint")
+"""``--resume`` without a value: the run directory's own checkpoint (:func:`resolve_resume`)."""
+
+
 class UsageError(Exception):
     """A user mistake, reported as one line without a traceback."""
 
@@ -172,7 +176,6 @@ def resolve_resume(args: argparse.Namespace) -> Path | None:
     Raises:
         UsageError: ``--resume`` without a value and no checkpoint in the run directory.
     """
-    from rlcore.cli.parser import RESUME_OWN
     from rlcore.trainers import checkpoint
 
     if args.resume is None:

@@ -7,12 +7,10 @@ import argparse
 from pathlib import Path
 from typing import NoReturn
 
-from rlcore.cli.common import ALGOS, IMITATION_ALGOS, RECURRENT_ALGOS
+from rlcore.cli.common import ALGOS, IMITATION_ALGOS, RECURRENT_ALGOS, RESUME_OWN
 
 DEFAULT_CHECKPOINT_EVERY = 25_000
 """``--checkpoint-every`` when not given: a MuJoCo SAC run on one core loses at most ~5 minutes."""
-RESUME_OWN = Path("\0own-checkpoint")
-"""``--resume`` without a value: the run directory's own checkpoint (:func:`rlcore.cli.common.resume_path`)."""
 
 
 def positive_int(text: str) -> int:
@@ -226,9 +224,19 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("new", type=Path, help="new, empty directory for the converted checkpoint")
     plot = sub.add_parser(
         "plot",
-        help="draw learning curves of a run",
-        description="Write PNG learning curves from RUN_DIR/metrics.jsonl.",
+        help="draw learning curves of a run, or of several runs (seeds) together",
+        description="One RUN_DIR: PNG learning curves of every metric in RUN_DIR/metrics.jsonl. Several: one "
+        "figure of --metric over all of them (each run, their mean with a 95 %% bootstrap interval, their "
+        "interquartile mean), the same as CSV, and a table of final and best values.",
     )
-    plot.add_argument("run_dir", type=Path, help="a run directory written by `rlcore train`")
-    plot.add_argument("--out", type=Path, default=None, help="where to write the PNGs (default RUN_DIR)")
+    plot.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories written by `rlcore train`")
+    plot.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where to write the PNGs (default: RUN_DIR; for several runs their common parent directory)",
+    )
+    plot.add_argument(
+        "--metric", default="eval/return_mean", help="with several runs: the metric to aggregate (default eval/return_mean)"
+    )
     return parser

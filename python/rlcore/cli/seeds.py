@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from rlcore.cli.common import UsageError, default_run_dir
+from rlcore.cli.common import RESUME_OWN, UsageError, default_run_dir
 
 __all__ = ["run_seeds", "seed_argv"]
 
@@ -125,8 +125,6 @@ def run_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         UsageError: ``--seed`` together with ``--seeds``, or ``--resume CHECKPOINT_DIR`` (with
             ``--seeds`` it takes no value: each seed resumes its own).
     """
-    from rlcore.cli.parser import RESUME_OWN
-
     if any(a == "--seed" or a.startswith("--seed=") for a in argv):
         raise UsageError("--seed and --seeds exclude each other")
     if args.resume is not None and args.resume != RESUME_OWN:

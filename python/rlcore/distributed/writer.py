@@ -46,7 +46,7 @@ class ShardWriter:
 
     Made by :meth:`ShardedReplayBuffer.writer`; picklable (it holds actor handles), so it can be
     handed to a collector actor. Has the local buffer's ``add`` signature, so a
-    :class:`~rlcore.collector.Collector` writes into it as into a buffer.
+    :class:`~rlcore.collect.collector.Collector` writes into it as into a buffer.
 
     Routing: each env's episode goes whole to one shard; when it ends (terminated or truncated) the
     env's next episode goes to the next shard (round robin, env i starting at shard i mod S).

@@ -8,12 +8,10 @@ from rlcore.imitation.datasets import ExpertData, load_expert_policy, record_epi
 from rlcore.imitation.minari import export_minari
 from rlcore.presets import GAILSettings, gail_settings
 from rlcore.trainers.offline import OfflineTrainer, OfflineTrainerConfig
-from rlcore.trainers.on_policy import GAILTrainer
 
 __all__ = [
     "ExpertData",
     "GAILSettings",
-    "GAILTrainer",
     "OfflineTrainer",
     "OfflineTrainerConfig",
     "export_minari",

@@ -34,21 +34,12 @@ from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.buffers.replay import ReplayBuffer
 from rlcore.collect.collector import Collector
 from rlcore.errors import InvalidValueError
-from rlcore.logging import Logger
 from rlcore.stats import EpochStats, mean_stats
 from rlcore.trainers import checkpoint
 from rlcore.trainers.loop import IterationClock, OwnState, Trainer, at_least
-from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 from rlcore.types import Policy, RewardFn, StatefulPolicy
 
-__all__ = [
-    "Logger",
-    "OffPolicyTrainer",
-    "OffPolicyTrainerConfig",
-    "OnPolicyTrainer",  # defined in rlcore.onpolicy_trainer
-    "OnPolicyTrainerConfig",
-    "hand_back_priorities",
-]
+__all__ = ["OffPolicyTrainer", "OffPolicyTrainerConfig", "hand_back_priorities"]
 
 
 def _buffer_beta(buffer: Any) -> float | None:

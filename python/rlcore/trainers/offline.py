@@ -9,7 +9,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from rlcore.errors import InvalidValueError
+from rlcore.buffers.draws import DatasetDraws
+from rlcore.errors import CheckpointError, InvalidValueError
 from rlcore.stats import EpochStats, mean_stats
 from rlcore.trainers import checkpoint
 from rlcore.trainers.loop import IterationClock, OwnState, Trainer, at_least
@@ -55,11 +56,13 @@ class OfflineTrainer(Trainer):
 
     Same contract as the other trainers: each ``next()`` runs ``grad_steps_per_iteration``
     gradient steps on uniform samples of ``buffer`` (fewer at the end, to stop exactly at
-    ``max_grad_steps``), evaluates every ``eval_every`` iterations and at the last one, and returns
+    ``max_grad_steps``), drawn with the trainer's own generator seeded from ``config.seed``
+    (:class:`~rlcore.buffers.draws.DatasetDraws`), evaluates every ``eval_every`` iterations and at the last one, and returns
     frozen stats (``env_steps`` stays 0: no env is stepped for training; ``train`` holds the mean of
     the algorithm's stats, e.g. :class:`~rlcore.algos.bc.BCStats`). ``iter()`` returns the trainer
     and never resets; trainers can be advanced side by side with ``zip``. A checkpoint holds the
-    algorithm, the counters and the RNGs; the dataset is not copied (it lives at its own path).
+    algorithm, the counters and the RNGs (the draws' included); the dataset is not copied (it lives
+    at its own path).
 
     Args:
         algorithm: ``update(batch) -> stats``, ``act(obs, *, deterministic)``, ``state_dict()``,
@@ -88,6 +91,8 @@ class OfflineTrainer(Trainer):
         if len(buffer) == 0:
             raise InvalidValueError("OfflineTrainer needs a non-empty buffer")
         self.buffer = buffer
+        self.draws = DatasetDraws(buffer, (config.seed, 4))
+        """Where the batches come from: uniform draws with the trainer's own (checkpointed) generator."""
 
     @property
     def env_steps(self) -> int:  # type: ignore[override]
@@ -114,7 +119,7 @@ class OfflineTrainer(Trainer):
         n = c.grad_steps_per_iteration
         if c.max_grad_steps is not None:
             n = min(n, c.max_grad_steps - self.grad_steps)
-        stats = [self.algorithm.update(self.buffer.sample(c.batch_size)) for _ in range(n)]
+        stats = [self.algorithm.update(self.draws.sample(c.batch_size)) for _ in range(n)]
         self.grad_steps += n
         clock.updated()
 
@@ -124,8 +129,16 @@ class OfflineTrainer(Trainer):
         return self._epoch_stats(clock, None, train=mean_stats(stats), eval_stats=eval_stats)
 
     def _own_state(self) -> OwnState:
-        """Nothing beyond the shared state (the dataset lives at its own path)."""
-        return OwnState()
+        """The draws' generator (the dataset lives at its own path)."""
+        return OwnState(parts={"draws": self.draws.state_dict()})
 
     def _load_own_state(self, ckpt: checkpoint.Checkpoint, iteration: int) -> None:
-        """Nothing to restore beyond the shared state (an offline checkpoint has no env snapshot)."""
+        """The draws' generator (an offline checkpoint has no env snapshot).
+
+        Raises:
+            CheckpointError: the checkpoint was taken on a dataset of another size.
+        """
+        try:
+            self.draws.load_state_dict(ckpt.part("draws"))
+        except InvalidValueError as e:
+            raise CheckpointError(f"{ckpt.path}: {e}") from e

@@ -1,9 +1,9 @@
 """``OnPolicyTrainer``: an iterator whose every ``next()`` is sample a rollout -> update -> (evaluate).
 
-Same contract as :class:`rlcore.trainer.OffPolicyTrainer`:
+Same contract as :class:`rlcore.trainers.OffPolicyTrainer`:
 
 * ``next(trainer)`` samples one rollout of ``num_steps`` vector steps with the
-  :class:`~rlcore.rollout.RolloutSampler`, hands it to ``algorithm.update(rollout)`` (VPG, A2C or
+  :class:`~rlcore.collect.sampler.RolloutSampler`, hands it to ``algorithm.update(rollout)`` (VPG, A2C or
   PPO), evaluates on ``eval_envs`` every ``eval_every`` iterations and at the last one, and returns a
   frozen :class:`~rlcore.stats.EpochStats` (``train`` holds the algorithm's stats, e.g. ``PPOStats``).
 * Iteration stops once ``max_env_steps`` env steps (valid transitions) were collected.
@@ -23,21 +23,19 @@ Same contract as :class:`rlcore.trainer.OffPolicyTrainer`:
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
 
 from rlcore.algos.actor_critic import OnPolicyAlgorithm
-from rlcore.algos.gail import GAIL
 from rlcore.collect.sampler import RolloutSampler
 from rlcore.stats import EpochStats
 from rlcore.trainers import checkpoint
 from rlcore.trainers.loop import IterationClock, OwnState, Trainer, at_least
 from rlcore.types import RewardFn
 
-__all__ = ["GAILTrainer", "OnPolicyTrainer", "OnPolicyTrainerConfig"]
+__all__ = ["OnPolicyTrainer", "OnPolicyTrainerConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,29 +171,3 @@ class OnPolicyTrainer(Trainer):
         trainer = cls(algorithm, envs, config=config, eval_envs=eval_envs, reward_fn=reward_fn)
         trainer.load_checkpoint(path, trust_env_state=trust_env_state)
         return trainer
-
-
-def GAILTrainer(  # the deprecated class name, kept as a function
-    gail: GAIL,
-    envs: gym.vector.VectorEnv,
-    *,
-    config: OnPolicyTrainerConfig,
-    eval_envs: gym.vector.VectorEnv | None = None,
-) -> OnPolicyTrainer:
-    """Deprecated (removed in rlcore 0.3): GAIL is the on-policy trainer with GAIL's learned reward.
-    Use instead::
-
-        OnPolicyTrainer(gail, envs, config=config, eval_envs=eval_envs, reward_fn=gail.reward)
-
-    which is what this returns (Ho & Ermon 2016, Algorithm 1: each ``next()`` samples a rollout
-    whose rewards are :meth:`rlcore.algos.gail.GAIL.reward`, takes the discriminator steps and the
-    PPO update; ``rollout`` and ``eval`` stats use the env's own reward). Warns with a
-    ``DeprecationWarning``.
-    """
-    warnings.warn(
-        "GAILTrainer is deprecated and will be removed in rlcore 0.3: use "
-        "OnPolicyTrainer(gail, envs, config=..., eval_envs=..., reward_fn=gail.reward)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return OnPolicyTrainer(gail, envs, config=config, eval_envs=eval_envs, reward_fn=gail.reward)
