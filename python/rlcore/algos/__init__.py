@@ -6,6 +6,9 @@ dataclass, ``from_spaces(observation_space, action_space, config, device=...)``,
 ``act(obs, *, deterministic)``, ``update(batch) -> XStats``, ``state_dict()`` and
 ``load_state_dict()``; none holds an env, a buffer or a logger.
 
+Offline (on a fixed dataset, with :class:`~rlcore.trainers.OfflineTrainer`): :class:`TD3BC`,
+:class:`IQL`, :class:`CQL` (and :class:`~rlcore.algos.bc.BC`).
+
 On-policy: :class:`VPG`, :class:`A2C`, :class:`PPO`, with ``act_value(obs)``/``value(obs)`` for the
 :class:`~rlcore.collect.sampler.RolloutSampler` and ``update(rollout) -> XStats``.
 """
@@ -13,12 +16,15 @@ On-policy: :class:`VPG`, :class:`A2C`, :class:`PPO`, with ``act_value(obs)``/``v
 from rlcore.algos.a2c import A2C, A2CConfig, A2CStats
 from rlcore.algos.actor_critic import ActorCritic, OnPolicyAlgorithm
 from rlcore.algos.common import OffPolicyAlgorithm
+from rlcore.algos.cql import CQL, CQLConfig, CQLStats
 from rlcore.algos.ddpg import DDPG, DDPGConfig, DDPGStats
 from rlcore.algos.dqn import DQN, DQNConfig, DQNStats
+from rlcore.algos.iql import IQL, IQLConfig, IQLStats
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.algos.r2d2 import R2D2, R2D2Config, R2D2Stats
 from rlcore.algos.sac import SAC, SACConfig, SACStats
 from rlcore.algos.td3 import TD3, TD3Config, TD3Stats
+from rlcore.algos.td3bc import TD3BC, TD3BCConfig, TD3BCStats
 from rlcore.algos.vpg import VPG, VPGConfig, VPGStats
 
 __all__ = [
@@ -49,4 +55,13 @@ __all__ = [
     "SACStats",
     "TD3Config",
     "TD3Stats",
+    "CQL",
+    "CQLConfig",
+    "CQLStats",
+    "IQL",
+    "IQLConfig",
+    "IQLStats",
+    "TD3BC",
+    "TD3BCConfig",
+    "TD3BCStats",
 ]
