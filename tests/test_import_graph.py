@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"rlcore.buffers", "rlcore.envs", "rlcore.datasets"},
     {"rlcore.collect", "rlcore.algos", "rlcore.compat"},
     {"rlcore.trainers"},
-    {"rlcore.presets", "rlcore.imitation", "rlcore.distributed"},
+    {"rlcore.presets", "rlcore.imitation", "rlcore.distributed", "rlcore.policy"},
     {"rlcore.demo", "rlcore"},
     {"rlcore.cli"},
 ]
