@@ -148,12 +148,22 @@ pub fn check_cast(what: &str, src: DType, dst: DType) -> Result<()> {
 }
 
 /// Check that every element of `src` (dtype `src_dt`, a cast allowed by [`check_cast`]) keeps
-/// its value in a `dst` column: integers within the column's range, finite floats finite.
-/// Rounding (int64 into float32, float64 into float32) is accepted; overflow is not.
+/// its value in a `dst` column: integers within an integer column's range, integers into a
+/// float column only where the float holds them exactly (every integer up to 2^24 in
+/// magnitude for float32, 2^53 for float64; above that only those the float represents), and
+/// finite floats finite. Rounding a float (float64 into float32) is accepted; overflow and
+/// rounding an integer are not.
 pub fn check_values(what: &str, src: &[u8], src_dt: DType, dst: DType) -> Result<()> {
-    if src_dt == dst || src_dt == DType::Bool || dst == DType::F64 {
+    if src_dt == dst || src_dt == DType::Bool || (src_dt.kind() == Kind::Float && dst == DType::F64)
+    {
         return Ok(());
     }
+    // an integer into a float column: exact when it converts back to itself
+    let exact = |v: i128| match dst {
+        DType::F32 => (v as f32) as i128 == v,
+        DType::F64 => (v as f64) as i128 == v,
+        _ => true,
+    };
     let (lo, hi): (i128, i128) = match dst {
         DType::U8 => (0, u8::MAX as i128),
         DType::U16 => (0, u16::MAX as i128),
@@ -168,17 +178,23 @@ pub fn check_values(what: &str, src: &[u8], src_dt: DType, dst: DType) -> Result
     for (k, b) in src.chunks_exact(src_dt.size()).enumerate() {
         let ok = match read(src_dt, b) {
             Value::F(f) => dst != DType::F32 || !f.is_finite() || (f as f32).is_finite(),
-            Value::I(i) => (lo..=hi).contains(&(i as i128)),
-            Value::U(u) => (lo..=hi).contains(&(u as i128)),
+            Value::I(i) => (lo..=hi).contains(&(i as i128)) && exact(i as i128),
+            Value::U(u) => (lo..=hi).contains(&(u as i128)) && exact(u as i128),
         };
         if !ok {
+            let float = dst.kind() == Kind::Float;
             let v = match read(src_dt, b) {
                 Value::F(f) => format!("{f:e}"),
                 Value::I(i) => i.to_string(),
                 Value::U(u) => u.to_string(),
             };
+            let why = if float {
+                "is not exactly representable in"
+            } else {
+                "does not fit"
+            };
             return Err(CoreError::dtype(format!(
-                "{what}: element {k} ({v}, {}) does not fit a {} column; convert explicitly \
+                "{what}: element {k} ({v}, {}) {why} a {} column; convert explicitly \
                  or declare the column with a wider dtype",
                 src_dt.name(),
                 dst.name()
@@ -314,6 +330,41 @@ pub fn read_flag(dt: DType, bytes: &[u8], i: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_go_into_float_columns_only_where_the_float_holds_them_exactly() {
+        let bytes = |v: &[i64]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
+        let ok = |v: &[i64], dst| check_values("obs", &bytes(v), DType::I64, dst);
+        assert_eq!(ok(&[1 << 24, -(1 << 24), 1 << 30, 123], DType::F32), Ok(()));
+        assert!(matches!(
+            ok(&[(1 << 24) + 1], DType::F32),
+            Err(CoreError::DType(_))
+        ));
+        assert!(matches!(
+            ok(&[123456789], DType::F32),
+            Err(CoreError::DType(_))
+        ));
+        assert_eq!(ok(&[1 << 53, (1 << 53) + 2, 16777217], DType::F64), Ok(()));
+        assert!(matches!(
+            ok(&[(1 << 53) + 1], DType::F64),
+            Err(CoreError::DType(_))
+        ));
+        assert!(matches!(
+            ok(&[i64::MAX], DType::F64),
+            Err(CoreError::DType(_))
+        ));
+        let u = u64::MAX.to_ne_bytes();
+        assert!(check_values("obs", &u, DType::U64, DType::F64).is_err());
+        // floats into float64, and float rounding into float32, stay accepted
+        assert_eq!(
+            check_values("obs", &0.1f64.to_ne_bytes(), DType::F64, DType::F32),
+            Ok(())
+        );
+        assert_eq!(
+            check_values("obs", &0.1f32.to_ne_bytes(), DType::F32, DType::F64),
+            Ok(())
+        );
+    }
 
     #[test]
     fn same_kind_rules() {

@@ -1,17 +1,61 @@
-//! Episode queries on physical row indices, O(1) each (DESIGN.md, "Episode index").
+//! Episode queries on indices, O(1) each (DESIGN.md, "Episode index"), and what an index
+//! names now (see [`crate::index`]).
 
 use crate::error::{CoreError, Result};
+use crate::index;
 use crate::storage::{Storage, F_TRANSITION};
 
 impl Storage {
-    fn alive(&self, idx: i64) -> Result<(usize, u64)> {
-        if idx < 0 || idx as usize >= self.rows {
+    /// The index naming the transition at absolute row `a` of env `e`.
+    #[inline]
+    pub(crate) fn index_at(&self, e: usize, a: u64) -> i64 {
+        index::join(self.phys(e, a), self.lap_base[e] + self.seg_div.div(a))
+    }
+
+    /// The index naming the transition row `p` holds now (its bare row when it holds none).
+    #[inline]
+    pub(crate) fn index_of(&self, p: usize) -> i64 {
+        match self.abs_of(p) {
+            Some((e, a)) if self.flag(p) & F_TRANSITION != 0 => self.index_at(e, a),
+            _ => p as i64,
+        }
+    }
+
+    /// Whether index `i` (row `row`) names what its row holds now: always for a bare row;
+    /// for an index with a generation, whether the row holds that transition.
+    #[inline]
+    pub(crate) fn names_current(&self, i: i64, row: usize) -> bool {
+        index::split(i).1 == 0 || self.index_of(row) == i
+    }
+
+    /// The row of index `i` and whether `i` names what the row holds now.
+    ///
+    /// Errors: `InvalidValue` for a negative index or one whose row is out of range.
+    pub(crate) fn resolve(&self, i: i64) -> Result<(usize, bool)> {
+        let row = index::split(i).0;
+        if i < 0 || row >= self.rows as u64 {
             return Err(CoreError::value(format!(
-                "index {idx} is out of range [0, {}) of the buffer's rows",
+                "index {i} is out of range: rows are [0, {}) (pass rows or the indices that \
+                 sample or add returned)",
                 self.rows
             )));
         }
-        self.abs_of(idx as usize).ok_or_else(|| {
+        Ok((row as usize, self.names_current(i, row as usize)))
+    }
+
+    /// The row of index `i`, which must name what its row holds now.
+    ///
+    /// Errors: `InvalidValue` for an index out of range or a stale one.
+    pub(crate) fn current_row(&self, i: i64) -> Result<usize> {
+        match self.resolve(i)? {
+            (row, true) => Ok(row),
+            (row, false) => Err(stale(i, row)),
+        }
+    }
+
+    fn alive(&self, idx: i64) -> Result<(usize, u64)> {
+        let idx = self.current_row(idx)?;
+        self.abs_of(idx).ok_or_else(|| {
             CoreError::value(format!(
                 "row {idx} holds no data yet (nothing was written there)"
             ))
@@ -90,20 +134,22 @@ impl Storage {
             .collect()
     }
 
-    /// Whether each row currently holds a sampleable transition.
+    /// Whether each index names a sampleable transition its row holds now (false for a stale one).
     pub(crate) fn is_transition(&self, idx: &[i64]) -> Result<Vec<bool>> {
         let mut out = Vec::with_capacity(idx.len());
         for &i in idx {
-            if i < 0 || i as usize >= self.rows {
-                return Err(CoreError::value(format!(
-                    "index {i} is out of range [0, {})",
-                    self.rows
-                )));
-            }
-            out.push(
-                self.abs_of(i as usize).is_some() && self.flag(i as usize) & F_TRANSITION != 0,
-            );
+            let (p, current) = self.resolve(i)?;
+            out.push(current && self.abs_of(p).is_some() && self.flag(p) & F_TRANSITION != 0);
         }
         Ok(out)
     }
+}
+
+/// The error for a stale index (`row` holds a newer transition, or none).
+#[cold]
+pub(crate) fn stale(i: i64, row: usize) -> CoreError {
+    CoreError::value(format!(
+        "index {i} names a transition that the ring has overwritten (row {row} holds a newer \
+         one or none); sample again"
+    ))
 }

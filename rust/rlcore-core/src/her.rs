@@ -63,7 +63,9 @@ pub struct HerConfig {
 }
 
 /// The goal pairs a user reward function is asked about: `count` achieved goals and as many
-/// (relabeled) desired goals, each of `dtype` and shape `shape`, C-contiguous.
+/// (relabeled) desired goals, each of `dtype` and shape `shape`, C-contiguous, and `info`: the
+/// extra step columns (`add(..., **extras)`) of the transition of each pair (the step whose
+/// reward is recomputed), `count` rows each.
 #[derive(Debug, Clone, Copy)]
 pub struct Goals<'a> {
     pub dtype: DType,
@@ -71,6 +73,37 @@ pub struct Goals<'a> {
     pub count: usize,
     pub achieved: &'a [u8],
     pub desired: &'a [u8],
+    pub info: &'a [InfoColumn<'a>],
+}
+
+/// One extra step column of the transitions whose rewards a user reward function recomputes:
+/// `data` holds their rows of shape `shape`, C-contiguous, in goal-pair order.
+#[derive(Debug, Clone)]
+pub struct InfoColumn<'a> {
+    pub name: &'a str,
+    pub dtype: DType,
+    pub shape: &'a [usize],
+    pub data: Vec<u8>,
+}
+
+/// The extra step columns (every step column but `act`) of transition rows `rows`, for a user
+/// reward function's `info`.
+pub(crate) fn info_columns<'a>(st: &'a Storage, rows: &[usize]) -> Vec<InfoColumn<'a>> {
+    st.schema.step[1..]
+        .iter()
+        .map(|c| {
+            let mut data = Vec::with_capacity(rows.len() * c.item_bytes);
+            for &r in rows {
+                data.extend_from_slice(st.cell(c, r));
+            }
+            InfoColumn {
+                name: &c.spec.name,
+                dtype: c.spec.dtype,
+                shape: &c.spec.shape,
+                data,
+            }
+        })
+        .collect()
 }
 
 /// A vectorised reward function for HER relabeling: goal pairs in, one reward per pair out (see
@@ -216,10 +249,11 @@ pub(crate) fn set_goals(st: &Storage, plans: &mut [Plan], goal_rows: &[i64]) -> 
         if g == -1 {
             continue;
         }
-        let tp = (g >= 0 && (g as usize) < st.rows)
-            .then(|| st.transition_abs(g as usize))
-            .flatten()
-            .filter(|&a| st.env_of(g as usize) == pl.env && a >= pl.start && a < pl.end)
+        let gp = st.current_row(g).ok();
+        let tp = gp
+            .and_then(|gp| st.transition_abs(gp).map(|a| (gp, a)))
+            .filter(|&(gp, a)| st.env_of(gp) == pl.env && a >= pl.start && a < pl.end)
+            .map(|(_, a)| a)
             .ok_or_else(|| {
                 CoreError::value(format!(
                     "goal index {g} of sample {i} is not a transition of that sample's episode \
@@ -290,19 +324,26 @@ pub(crate) fn relabel(
             }
             let mut ags = Vec::with_capacity(m_total * gb);
             let mut gs = Vec::with_capacity(m_total * gb);
+            // the transition of each pair: the row before its achieved goal's
+            let mut trans = Vec::with_capacity(m_total);
             for pl in plans.iter().filter(|pl| pl.goal_row != usize::MAX) {
                 let g = st.cell(ag_col, pl.goal_row);
+                let mut t = pl.p;
                 for r in window_rows(pl) {
                     ags.extend_from_slice(st.cell(ag_col, r));
                     gs.extend_from_slice(g);
+                    trans.push(t);
+                    t = r;
                 }
             }
+            let info = info_columns(st, &trans);
             let rewards = f(&Goals {
                 dtype: ag_col.spec.dtype,
                 shape: &ag_col.spec.shape,
                 count: m_total,
                 achieved: &ags,
                 desired: &gs,
+                info: &info,
             })?;
             if rewards.len() != m_total {
                 return Err(CoreError::shape(format!(

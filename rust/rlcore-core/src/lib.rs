@@ -8,6 +8,7 @@
 //!   one call's inputs ([`Steps`]) and their lookup by name, column views, the batch layout;
 //! - [`validate`]: the checks of arguments, of one call's inputs against the schema and of
 //!   caller-supplied output arrays;
+//! - [`index`]: what an index names (a row, or a transition: row and generation);
 //! - [`sumtree`] and [`per`]: prioritized replay state, priority updates, weights;
 //! - `fill`: per-env alive-row counts (O(log N) draws over N envs);
 //! - [`storage`]: episode-contiguous ring storage, `add`/`extend` writes;
@@ -31,6 +32,7 @@ pub(crate) mod fill;
 pub mod frames;
 pub mod gae;
 pub mod her;
+pub mod index;
 pub mod mem;
 pub mod per;
 pub mod replay;

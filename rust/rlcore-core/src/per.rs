@@ -4,6 +4,7 @@
 //! it which rows hold a transition.
 
 use crate::error::{CoreError, Result};
+use crate::index;
 use crate::sumtree::SumTree;
 
 /// How many updates of a batch ahead [`PerState::update`] requests the lines it will read
@@ -87,10 +88,11 @@ fn stored_priority(k: usize, p: f64, alpha: f64, eps: f64) -> Result<f64> {
 }
 
 /// The `(row, (p + eps)^alpha)` of each index and priority of an update of a buffer of `rows`
-/// rows, checked (`alpha`, `eps` as [`check_params`] accepts them).
+/// rows, checked (`alpha`, `eps` as [`check_params`] accepts them). An index is a bare row or a
+/// row with a generation (see [`crate::index`]); its row must lie in `[0, rows)`.
 ///
-/// Errors: `Shape` for a length mismatch; `InvalidValue` for an index outside `[0, rows)` and
-/// for the priorities [`stored_priority`] refuses.
+/// Errors: `Shape` for a length mismatch; `InvalidValue` for a negative index or one whose row
+/// lies outside `[0, rows)`, and for the priorities [`stored_priority`] refuses.
 fn checked_updates(
     idx: &[i64],
     prio: &[f64],
@@ -107,12 +109,14 @@ fn checked_updates(
     }
     let mut updates = Vec::with_capacity(idx.len());
     for (k, (&i, &p)) in idx.iter().zip(prio.iter()).enumerate() {
-        if i < 0 || i as usize >= rows {
+        let row = index::split(i).0;
+        if i < 0 || row >= rows as u64 {
             return Err(CoreError::value(format!(
-                "update_priorities: index {i} (position {k}) is out of range [0, {rows})"
+                "update_priorities: index {i} (position {k}) is out of range: its row must \
+                 lie in [0, {rows}) (pass the indices that sample or add returned)"
             )));
         }
-        updates.push((i as usize, stored_priority(k, p, alpha, eps)?));
+        updates.push((row as usize, stored_priority(k, p, alpha, eps)?));
     }
     Ok(updates)
 }
@@ -177,19 +181,20 @@ impl PerState {
         self.max_p = 1.0;
     }
 
-    /// Set `(p + eps)^alpha` for each index whose row holds a transition now
-    /// (`holds_transition(r)`; `prefetch_row(r)` requests the line it reads). Returns how many
-    /// indices were skipped. Validates everything before writing.
+    /// Set `(p + eps)^alpha` for each index that names the transition its row holds now
+    /// (`names_current(k, row)` for the index at position k; `prefetch_row(r)` requests the
+    /// line it reads). Returns how many indices were skipped (stale: see [`crate::index`]).
+    /// Validates everything before writing.
     ///
-    /// Errors: `Shape` for a length mismatch, `InvalidValue` for an index outside `[0, rows)`, a
-    /// negative, NaN or infinite priority, or one whose `(p + eps)^alpha` exceeds
-    /// [`MAX_PRIORITY`].
+    /// Errors: `Shape` for a length mismatch, `InvalidValue` for an index whose row lies
+    /// outside `[0, rows)`, a negative, NaN or infinite priority, or one whose
+    /// `(p + eps)^alpha` exceeds [`MAX_PRIORITY`].
     pub(crate) fn update(
         &mut self,
         idx: &[i64],
         prio: &[f64],
         rows: usize,
-        holds_transition: impl Fn(usize) -> bool,
+        names_current: impl Fn(usize, usize) -> bool,
         prefetch_row: impl Fn(usize),
     ) -> Result<usize> {
         let mut updates = checked_updates(idx, prio, rows, self.alpha, self.eps)?;
@@ -210,7 +215,7 @@ impl PerState {
                 ahead(r);
             }
             let (r, v) = updates[i];
-            if holds_transition(r) {
+            if names_current(i, r) {
                 updates[kept] = (r, v);
                 kept += 1;
             }
@@ -228,21 +233,10 @@ impl PerState {
         (self.tree.total(), self.tree.min_positive(), self.max_p)
     }
 
-    /// Current priorities of rows `idx` (0 for non-transition rows).
-    ///
-    /// Errors: `InvalidValue` for an index outside `[0, rows)`.
-    pub(crate) fn priorities(&self, idx: &[i64], rows: usize) -> Result<Vec<f64>> {
-        idx.iter()
-            .map(|&i| {
-                if i < 0 || i as usize >= rows {
-                    Err(CoreError::value(format!(
-                        "index {i} is out of range [0, {rows})"
-                    )))
-                } else {
-                    Ok(self.tree.get(i as usize))
-                }
-            })
-            .collect()
+    /// The priority of row `r` (0 for non-transition rows).
+    #[inline]
+    pub(crate) fn get(&self, r: usize) -> f64 {
+        self.tree.get(r)
     }
 
     /// The importance-sampling weight of each drawn row into `out`.
@@ -314,7 +308,7 @@ mod tests {
             );
         }
         let mut per = PerState::new(4, 1.0, 0.4, 1e-6).unwrap(); // ok: test
-        let holds = |r: usize| r < 2;
+        let holds = |_k: usize, r: usize| r < 2;
         per.on_write(0);
         per.on_write(1);
         let before = per.tree.leaves().to_vec();

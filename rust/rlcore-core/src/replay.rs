@@ -97,6 +97,14 @@ impl ReplayCore {
                 "enable prioritized replay before the first add",
             ));
         }
+        if self.st.rows as u64 > crate::index::ROW_MASK {
+            return Err(CoreError::value(format!(
+                "a prioritized buffer has at most 2^{} rows (its indices carry a generation), \
+                 got {}",
+                crate::index::ROW_BITS,
+                self.st.rows
+            )));
+        }
         self.per = Some(PerState::new(self.st.rows, alpha, beta, eps)?);
         Ok(())
     }
@@ -304,14 +312,50 @@ impl ReplayCore {
     /// The checks [`ReplayCore::sample`] makes of its scalar arguments and the buffer's state,
     /// for a front end to make before it allocates the output arrays.
     ///
-    /// Errors: `InvalidValue` for arguments [`validate::sample_args`] refuses; `Empty` when no
-    /// transition is stored.
+    /// Errors: `InvalidValue` for arguments [`validate::sample_args`] refuses and for a batch
+    /// above [`ReplayCore::max_batch_rows`]; `Empty` when no transition is stored.
     pub fn check_sample_args(&self, b: usize, n_step: usize, gamma: f64) -> Result<()> {
         validate::sample_args(b, n_step, gamma)?;
+        self.check_batch_rows("batch_size", b)?;
         if self.is_empty() {
             return Err(CoreError::empty(
                 "cannot sample: the buffer holds no transition yet; add some steps first",
             ));
+        }
+        Ok(())
+    }
+
+    /// The checks [`ReplayCore::sample_at`] makes of `b` indices and its scalar arguments, for a
+    /// front end to make before it allocates the output arrays.
+    ///
+    /// Errors: `InvalidValue` for no indices, then as [`ReplayCore::check_sample_args`].
+    pub fn check_sample_at_args(&self, b: usize, n_step: usize, gamma: f64) -> Result<()> {
+        if b == 0 {
+            return Err(CoreError::value(
+                "sample_at: indices is empty; pass at least one index",
+            ));
+        }
+        self.check_sample_args(b, n_step, gamma)
+    }
+
+    /// The most rows one batch of this buffer may hold: its rows, or 2^16 for a smaller
+    /// buffer. Sampling draws with replacement, so a larger batch only repeats rows; the
+    /// bound stops a mistyped batch size before its output arrays are allocated.
+    pub fn max_batch_rows(&self) -> usize {
+        self.st.rows.max(1 << 16)
+    }
+
+    /// Errors: `InvalidValue` when `rows` (of a batch, `what` names it) exceeds
+    /// [`ReplayCore::max_batch_rows`].
+    pub(crate) fn check_batch_rows(&self, what: &str, rows: usize) -> Result<()> {
+        let most = self.max_batch_rows();
+        if rows > most {
+            return Err(CoreError::value(format!(
+                "{what} = {rows} rows is more than this buffer can return in one batch: at most \
+                 {most} (its {} rows, or 65536 for a smaller buffer; sampling draws with \
+                 replacement, so a larger batch only repeats rows)",
+                self.st.rows
+            )));
         }
         Ok(())
     }
@@ -447,6 +491,7 @@ impl ReplayCore {
         reward_fn: Option<&mut RewardFn<'_>>,
     ) -> Result<()> {
         let b = idx.len();
+        self.check_sample_at_args(b, n_step, gamma)?;
         let n_step = self.check_sample_call(b, n_step, gamma, out, reward_fn.is_some())?;
         if let Some(g) = goal_idx {
             if self.her.is_none() {
@@ -489,6 +534,12 @@ impl ReplayCore {
         if let (Some(per), Some(w)) = (&self.per, out.weights.as_deref_mut()) {
             per.weights(plans.iter().map(|pl| pl.p), w);
         }
+        if self.per.is_some() {
+            // a prioritized buffer's indices name the transitions drawn (see `index`)
+            for (x, pl) in out.indices.iter_mut().zip(plans) {
+                *x = st.index_of(pl.p);
+            }
+        }
         Ok(())
     }
 
@@ -499,20 +550,20 @@ impl ReplayCore {
 
     /// Set `(p + eps)^alpha` as the priority of the transition each index names.
     ///
-    /// Which transition an index names: the one its row holds now. Row indices come from
-    /// `add`/`extend` (the row of each transition written) and from `sample` (the rows drawn);
-    /// an update lands on the transition the row holds at the time of the update. Rows that
-    /// hold no transition now (a terminal row, the open row of a running episode, a row never
-    /// written or cleared) are skipped; the number skipped is returned. An index from `sample`
-    /// whose row was overwritten since is thus skipped while the row holds no transition, and
-    /// lands on the newer transition once an `add` has written one there (Ape-X actors set
-    /// initial priorities from `add`'s indices; a learner whose sampled rows may have been
-    /// overwritten meanwhile cannot tell the two apart with row indices alone).
+    /// Which transition an index names (see [`crate::index`]): the indices a prioritized
+    /// buffer hands out (`sample`, `sample_at`, `sample_sequences`' start indices, `add`) carry
+    /// the generation of the transition they were handed out for, so an update lands only
+    /// while the row still holds that transition. A stale index — its row overwritten by the
+    /// ring since, or emptied by `clear` — is skipped, as are indices whose row holds no
+    /// transition now (a terminal row, the open row of a running episode, a row never
+    /// written); the number skipped is returned. A bare row index (below 2^40) names whatever
+    /// its row holds now.
     ///
-    /// All inputs are validated before any write, for skipped rows too, and any failure fails
-    /// the whole call: `Shape` for a length mismatch, `InvalidValue` for an index out of
-    /// `[0, rows)`, a negative, NaN or infinite priority, or one whose `(p + eps)^alpha`
-    /// exceeds [`per::MAX_PRIORITY`]; `Usage` on a buffer without prioritized replay.
+    /// All inputs are validated before any write, for skipped indices too, and any failure
+    /// fails the whole call: `Shape` for a length mismatch, `InvalidValue` for a negative index
+    /// or one whose row is out of `[0, rows)`, a negative, NaN or infinite priority, or one
+    /// whose `(p + eps)^alpha` exceeds [`per::MAX_PRIORITY`]; `Usage` on a buffer without
+    /// prioritized replay.
     pub fn update_priorities(&mut self, idx: &[i64], prio: &[f64]) -> Result<usize> {
         let st = &self.st;
         let Some(per) = self.per.as_mut() else {
@@ -524,7 +575,7 @@ impl ReplayCore {
             idx,
             prio,
             st.rows,
-            |r| st.transition_abs(r).is_some(),
+            |k, r| st.transition_abs(r).is_some() && st.names_current(idx[k], r),
             |r| st.prefetch_flag(r),
         )
     }
@@ -536,16 +587,24 @@ impl ReplayCore {
         self.per.as_ref().map(PerState::stats)
     }
 
-    /// Current priorities `(p + eps)^alpha` of the given rows (0 for non-transition rows).
+    /// Current priorities `(p + eps)^alpha` of the transitions the indices name (0 for rows
+    /// that hold no transition and for stale indices).
     ///
     /// Errors: `Usage` without prioritized replay; `InvalidValue` for an index out of range.
     pub fn priorities(&self, idx: &[i64]) -> Result<Vec<f64>> {
-        match self.per.as_ref() {
-            Some(per) => per.priorities(idx, self.st.rows),
-            None => Err(CoreError::usage(
+        let Some(per) = self.per.as_ref() else {
+            return Err(CoreError::usage(
                 "priorities are only defined for prioritized buffers",
-            )),
-        }
+            ));
+        };
+        let resolved = idx
+            .iter()
+            .map(|&i| self.st.resolve(i))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(resolved
+            .into_iter()
+            .map(|(r, current)| if current { per.get(r) } else { 0.0 })
+            .collect())
     }
 
     /// The row of the previous step of the same episode; the episode's first surviving row maps
@@ -571,6 +630,15 @@ impl ReplayCore {
     /// Per env: the row of its newest transition, or -1 if it holds none.
     pub fn last_index(&self) -> Vec<i64> {
         self.st.last_index()
+    }
+    /// The row of each index: a bare row is its own; an index naming a transition (see
+    /// [`crate::index`]) gives its row while the row still holds that transition.
+    ///
+    /// Errors: `InvalidValue` for an index out of range or a stale one.
+    pub fn rows_of(&self, idx: &[i64]) -> Result<Vec<i64>> {
+        idx.iter()
+            .map(|&i| self.st.current_row(i).map(|r| r as i64))
+            .collect()
     }
     /// Whether each row currently holds a sampleable transition.
     /// Errors: `InvalidValue` for a row out of range.

@@ -411,17 +411,19 @@ impl Storage {
 
     /// Plans for the given rows, each of which must hold a transition.
     ///
-    /// Errors: `InvalidValue` for a row out of range or one that holds no transition.
+    /// Errors: `InvalidValue` for an index out of range, a stale one (see [`crate::index`]) or
+    /// one whose row holds no transition.
     pub(crate) fn plans_at(&self, idx: &[i64], plans: &mut [Plan]) -> Result<()> {
         for (pl, &i) in plans.iter_mut().zip(idx) {
-            if i < 0 || i as usize >= self.rows || self.transition_abs(i as usize).is_none() {
+            let p = self.current_row(i)?;
+            if self.transition_abs(p).is_none() {
                 return Err(CoreError::value(format!(
                     "index {i} does not hold a transition (rows are 0..{}; a terminal row, the \
                      newest row of a running episode and unwritten rows hold none)",
                     self.rows
                 )));
             }
-            pl.p = i as usize;
+            pl.p = p;
         }
         Ok(())
     }

@@ -292,7 +292,8 @@ impl ReplayCore {
     /// before any output array is allocated.
     ///
     /// Errors: `InvalidValue` for batch_size outside `[1, 2**31 - 1]`, `seq_len < 1`,
-    /// `n_step < 1`, `gamma` outside [0, 1], `B * L` above `2**31 - 1`, a state name given
+    /// `n_step < 1`, `gamma` outside [0, 1], `B * L` above `2**31 - 1` or above
+    /// [`ReplayCore::max_batch_rows`], a state name given
     /// twice; `Usage` for a state name that is not an extra column (or before the first add);
     /// `Empty` when no transition is stored.
     pub fn check_sequence_args(&self, req: &SeqRequest) -> Result<()> {
@@ -318,6 +319,7 @@ impl ReplayCore {
                 ))
             })?;
         debug_assert!(l >= 1);
+        self.check_batch_rows("batch_size * (burn_in + seq_len)", l * req.batch_size)?;
         if self.is_empty() {
             return Err(CoreError::empty(
                 "cannot sample sequences: the buffer holds no transition yet; add some steps \
@@ -532,6 +534,12 @@ impl ReplayCore {
             }
         };
         gather(&self.st, &starts, l as usize, req, state, o);
+        if self.per.is_some() {
+            // a prioritized buffer's start indices name the start transitions (see `index`)
+            for (x, s) in o.start_indices.iter_mut().zip(&starts) {
+                *x = self.st.index_at(s.env, s.t);
+            }
+        }
         if let (Some(cfg), Some(goals)) = (&self.her, self.her_goals) {
             let goal_rows = pick_goals(cfg, &self.st, &mut self.rng, &starts);
             relabel(
@@ -557,7 +565,7 @@ impl ReplayCore {
     /// 2019, sec. 2.3): `p = eta * max_k |delta_k| + (1 - eta) * mean_k |delta_k|` over the
     /// valid steps k (`mask`; every step when `mask` is `None`), then as
     /// [`ReplayCore::update_priorities`] for the start rows: `(p + eps)^alpha`. Returns the
-    /// number of start rows skipped (holding no transition now).
+    /// number of start indices skipped (stale, or holding no transition now).
     ///
     /// `td` is `[B, T]` (float or integer), `mask` `[B, T]` bool or integer (nonzero: valid),
     /// `idx` `[B]`.
@@ -1016,19 +1024,23 @@ fn relabel(
             };
             let mut ags = Vec::with_capacity(total * gb);
             let mut gs = Vec::with_capacity(total * gb);
+            let mut trans = Vec::with_capacity(total);
             for (_, (s, &g)) in relabeled() {
                 let goal = st.cell(ag_col, g);
                 for k in 0..s.v {
                     ags.extend_from_slice(st.cell(ag_col, st.phys(s.env, s.t + k + 1)));
                     gs.extend_from_slice(goal);
+                    trans.push(st.phys(s.env, s.t + k));
                 }
             }
+            let info = crate::her::info_columns(st, &trans);
             let r = f(&Goals {
                 dtype: ag_col.spec.dtype,
                 shape: &ag_col.spec.shape,
                 count: total,
                 achieved: &ags,
                 desired: &gs,
+                info: &info,
             })?;
             if r.len() != total {
                 return Err(CoreError::shape(format!(

@@ -48,8 +48,9 @@ pub struct EpisodeDone {
 /// What an `add` wrote.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddOutcome {
-    /// Per input row: the row its transition was written to, or -1 where masked (inline up to
-    /// 8 rows: a collector's add allocates nothing for it).
+    /// Per input row: the row its transition was written to (on a prioritized buffer the index
+    /// naming that transition, see [`crate::index`]), or -1 where masked (inline up to 8 rows:
+    /// a collector's add allocates nothing for it).
     pub rows: SmallVec<[i64; 8]>,
     pub done: Vec<EpisodeDone>,
 }
@@ -152,6 +153,9 @@ pub struct Storage {
     pub(crate) fill: Fill,
     /// Alive transition rows of all envs (the sum of `envs[e].n_trans`), so `len()` is O(1).
     transitions: u64,
+    /// Per env: laps its segment went through before the last `clear`, so that the indices
+    /// handed out after a clear never name what one handed out before it named (see `index`).
+    pub(crate) lap_base: Vec<u64>,
     /// One observation row, for the continuity check of cast inputs.
     scratch: Vec<u8>,
 }
@@ -177,6 +181,7 @@ impl Storage {
             envs: vec![EnvState::default(); num_envs],
             fill: Fill::new(num_envs, seg)?,
             transitions: 0,
+            lap_base: vec![0; num_envs],
             scratch: Vec::new(),
         })
     }
@@ -474,7 +479,7 @@ impl Storage {
                 }
             }
             let (row, done) = self.write_step(env_of(i), s, i, per.as_deref_mut(), bulk.as_mut());
-            out.rows.push(row as i64);
+            out.rows.push(self.handed_out(row, per.is_some()));
             out.done.extend(done);
             i += 1;
         }
@@ -612,7 +617,11 @@ impl Storage {
             dropped += u64::from(retire);
             self.fill.on_claim(e, nabs);
             ep_return += rew as f64;
-            out.rows.push(p as i64);
+            out.rows.push(if per.is_some() {
+                self.index_at(e, cur)
+            } else {
+                p as i64
+            });
         }
         let st = &mut self.envs[e];
         st.head += len as u64;
@@ -930,10 +939,21 @@ impl Storage {
         };
         for i in 0..u.n {
             let (row, done) = self.write_usual_step(i, u, i, per.as_deref_mut());
-            out.rows.push(row as i64);
+            out.rows.push(self.handed_out(row, per.is_some()));
             out.done.extend(done);
         }
         out
+    }
+
+    /// The index an add hands out for the transition it just wrote to row `p`: the index naming
+    /// it on a prioritized buffer (`per`), else the bare row (see [`crate::index`]).
+    #[inline]
+    fn handed_out(&self, p: usize, per: bool) -> i64 {
+        if per {
+            self.index_of(p)
+        } else {
+            p as i64
+        }
     }
 
     /// Whether a [`Usual`] call can take [`Storage::write_usual`]: no frame stack and no bool
@@ -1030,7 +1050,8 @@ impl Storage {
 
     /// Forget all data (columns keep their memory and schema).
     pub(crate) fn clear(&mut self) {
-        for s in &mut self.envs {
+        for (base, s) in self.lap_base.iter_mut().zip(&mut self.envs) {
+            *base += s.head / self.seg as u64 + 1;
             *s = EnvState::default();
         }
         self.recount();

@@ -33,13 +33,17 @@ pub fn seed(v: i128) -> Result<u64> {
     })
 }
 
-/// Row indices from a 0-d or 1-d integer array, exactly (an unsigned index beyond `i64::MAX`
-/// becomes `i64::MAX`, which every range check refuses).
+/// Indices from a 0-d or 1-d integer array, exactly; an empty array of any dtype is no
+/// indices (an empty Python list arrives as float64).
 ///
-/// Errors: `Shape` for 2 or more dimensions, `DType` for a bool, float or other non-integer
-/// dtype.
+/// Errors: `Shape` for 2 or more dimensions, `DType` for a non-empty bool, float or other
+/// non-integer array, `InvalidValue` for an unsigned index above `i64::MAX`.
 pub fn index_array(what: &str, a: &Array<'_>) -> Result<Vec<i64>> {
     let n = one_dim(what, a)?;
+    if n == 0 {
+        // an empty list has no integer dtype (NumPy makes it float64): nothing to convert
+        return Ok(Vec::new());
+    }
     macro_rules! ints {
         ($t:ty) => {{
             let s = std::mem::size_of::<$t>();
@@ -47,9 +51,14 @@ pub fn index_array(what: &str, a: &Array<'_>) -> Result<Vec<i64>> {
                 .map(|k| {
                     let mut b = [0u8; std::mem::size_of::<$t>()];
                     b.copy_from_slice(&a.data[k * s..(k + 1) * s]);
-                    i64::try_from(<$t>::from_ne_bytes(b)).unwrap_or(i64::MAX)
+                    let v = <$t>::from_ne_bytes(b);
+                    i64::try_from(v).map_err(|_| {
+                        CoreError::value(format!(
+                            "{what}: index {v} (position {k}) is out of range (above 2**63 - 1)"
+                        ))
+                    })
                 })
-                .collect()
+                .collect::<Result<Vec<i64>>>()?
         }};
     }
     Ok(match a.dtype {
@@ -212,6 +221,9 @@ pub fn steps<'a>(
         }
     }
     check_cast("rew", s.rew.dtype, DType::F32)?;
+    if s.rew.dtype != DType::F32 && s.rew.dtype != DType::F64 {
+        check_values("rew", s.rew.data, s.rew.dtype, DType::F32)?;
+    }
     for i in 0..n {
         let r = read_f64(s.rew.dtype, s.rew.data, i);
         if !(r as f32).is_finite() {
@@ -681,7 +693,18 @@ mod tests {
             shape: &[2],
             data: &bytes,
         };
-        assert_eq!(index_array("indices", &a), Ok(vec![i64::MAX, 3]));
+        // a uint64 above i64::MAX is out of range, never wrapped (issue 38)
+        assert!(matches!(
+            index_array("indices", &a),
+            Err(CoreError::InvalidValue(m)) if m.contains("18446744073709551615")
+        ));
+        // an empty list arrives as float64: no indices
+        let empty = Array {
+            dtype: DType::F64,
+            shape: &[0],
+            data: &[],
+        };
+        assert_eq!(index_array("indices", &empty), Ok(vec![]));
         let neg = (-2i8).to_ne_bytes();
         let a = Array {
             dtype: DType::I8,

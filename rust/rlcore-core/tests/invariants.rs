@@ -694,10 +694,11 @@ proptest! {
     }
 }
 
-/// An index handed out by `add` takes its priority even when its row had been sampled for an
-/// older transition before the ring overwrote it (Ape-X actors set priorities from add).
+/// A sampled index names the transition it was drawn for (issue 38): once the ring has written
+/// a newer transition into its row, an update through it is skipped and counted, and the newer
+/// transition keeps its priority; a bare row index names whatever the row holds now.
 #[test]
-fn index_handed_out_by_add_takes_its_priority_after_sample_and_wrap() {
+fn stale_sampled_index_skips_the_transition_that_overwrote_its_row() {
     let mut core = ReplayCore::new(8, 1, 0).unwrap();
     core.enable_per(1.0, 0.4, 1e-9).unwrap();
     let step = vec![Ev {
@@ -713,14 +714,45 @@ fn index_handed_out_by_add_takes_its_priority_after_sample_and_wrap() {
         let mut bo = out.batch(true);
         core.sample(64, 1, 0.9, &mut bo, None).unwrap();
     }
-    assert!((0..7).all(|r| out.idx.contains(&r)));
+    let gen1 = |r: i64| r + (1 << rlcore_core::index::ROW_BITS);
+    assert!((0..7).all(|r| out.idx.contains(&gen1(r))), "{:?}", out.idx);
     // 13 more steps (a new episode): the ring wraps, the newest transition sits in a row that
     // was sampled above for an older transition
-    run(&mut core, 1, &vec![step; 13]);
+    run(&mut core, 1, &vec![step.clone(); 13]);
     let last = core.last_index()[0];
-    assert!(out.idx.contains(&last));
+    let stale = gen1(last);
+    assert!(out.idx.contains(&stale));
+    let before = core.priorities(&[last]).unwrap();
+    assert_eq!(core.update_priorities(&[stale], &[1000.0]).unwrap(), 1);
+    assert_eq!(core.priorities(&[last]).unwrap(), before);
+    assert_eq!(core.priorities(&[stale]).unwrap(), vec![0.0]);
+    assert_eq!(
+        core.is_transition(&[stale, last]).unwrap(),
+        vec![false, true]
+    );
+    assert!(matches!(
+        core.prev(&[stale]),
+        Err(rlcore_core::CoreError::InvalidValue(_))
+    ));
+    // the bare row names the newer transition; so does a fresh sample's index of it
     assert_eq!(core.update_priorities(&[last], &[50.0]).unwrap(), 0);
     assert_eq!(core.priorities(&[last]).unwrap(), vec![50.0 + 1e-9]);
+    let fresh = (2..8)
+        .map(|g| last + (g << rlcore_core::index::ROW_BITS))
+        .find(|&i| core.is_transition(&[i]).unwrap()[0])
+        .unwrap();
+    assert_eq!(core.update_priorities(&[fresh], &[7.0]).unwrap(), 0);
+    assert_eq!(core.priorities(&[fresh]).unwrap(), vec![7.0 + 1e-9]);
+    // after clear the rows hold new transitions of a new generation: the old indices are stale
+    core.clear();
+    run(&mut core, 1, &vec![step.clone(); 7]);
+    let before = core.priorities(&[0, 1, 2]).unwrap();
+    assert_eq!(
+        core.update_priorities(&[gen1(0), gen1(1), gen1(2)], &[9.0; 3])
+            .unwrap(),
+        3
+    );
+    assert_eq!(core.priorities(&[0, 1, 2]).unwrap(), before);
 }
 
 /// One env's row of a vector step: (obs id, next obs id, rew, term, trunc, masked).

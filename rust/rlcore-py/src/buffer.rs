@@ -374,7 +374,10 @@ impl RawBuffer {
         let mut guard = self.lock(py)?;
         let core = &mut *guard;
         // the core's checks, before any output array is allocated
-        core.check_sample_args(b, n, gamma)?;
+        match &at {
+            Some(ix) => core.check_sample_at_args(ix.len(), n, gamma)?,
+            None => core.check_sample_args(b, n, gamma)?,
+        }
         let arrays = match out {
             None => convert::fresh_batch(py, core.batch_fields(), b)?,
             Some(o) => convert::out_batch(o, core.batch_fields(), b)?,
@@ -697,7 +700,17 @@ impl RawBuffer {
         Ok(vec_array(py, self.lock(py)?.last_index()))
     }
 
-    /// bool [K]: whether each row currently holds a sampleable transition.
+    /// int64 [K]: the row of each index (an index of a prioritized buffer carries a
+    /// generation above its row).
+    fn rows_of<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+    ) -> Result<Bound<'py, PyAny>> {
+        self.per_index(py, indices, |c, idx| c.rows_of(idx))
+    }
+
+    /// bool [K]: whether each index names a sampleable transition its row holds now.
     fn is_transition<'py>(
         &self,
         py: Python<'py>,

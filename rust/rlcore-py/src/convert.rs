@@ -293,6 +293,11 @@ pub fn array<'py>(obj: &Bound<'py, PyAny>, what: What<'_>) -> Result<In<'py>> {
             return Ok(In::scalar(dt, scalar));
         }
     }
+    if obj.is_none() {
+        return Err(
+            CoreError::dtype(format!("{what} is missing (got None); pass an array")).into(),
+        );
+    }
     // lists, tensors with __array__, other scalars: let numpy convert
     let cannot = |detail: String| -> crate::errors::Error {
         CoreError::dtype(format!(
@@ -895,7 +900,18 @@ pub fn call_reward(py: Python<'_>, f: &Bound<'_, PyAny>, g: &Goals<'_>) -> Resul
         bytes_mut(&ag).copy_from_slice(g.achieved);
         bytes_mut(&dg).copy_from_slice(g.desired);
     }
-    let res = f.call1((ag, dg, PyDict::new(py)))?;
+    // info: the extra step columns of each pair's transition, [count, *shape] each
+    let info = PyDict::new(py);
+    for c in g.info {
+        let mut dims: SmallVec<[usize; 4]> = SmallVec::new();
+        dims.push(g.count);
+        dims.extend_from_slice(c.shape);
+        let a = fresh(py, c.dtype, &dims)?;
+        // SAFETY: a fresh array of exactly this size, owned here.
+        unsafe { bytes_mut(&a).copy_from_slice(&c.data) };
+        info.set_item(c.name, a)?;
+    }
+    let res = f.call1((ag, dg, info))?;
     let r = array(&res, What::Arg("compute_reward result")).map_err(|_| {
         CoreError::dtype(format!(
             "compute_reward must return a numeric array of shape [{}], got {}",

@@ -71,6 +71,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(priorities::_sequence_update, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_PRIORITY", rlcore_core::MAX_PRIORITY)?;
+    m.add("INDEX_ROW_BITS", rlcore_core::index::ROW_BITS)?;
     m.add(
         "RESERVED_NAMES",
         PyTuple::new(m.py(), rlcore_core::RESERVED_NAMES)?,
