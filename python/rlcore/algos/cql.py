@@ -287,15 +287,18 @@ class CQL:
         rand_BNA = self._low_A + self._width_A * torch.rand(
             (b, n, act_BA.shape[1]), generator=self.torch_rng, device=self.device
         )
-        pi_BNA, log_pi_BN = self._policy_samples(obs_BO, n)
-        pi_next_BNA, log_pi_next_BN = self._policy_samples(obs_next_BO, n)
+        # one actor pass for the samples at s and s', one critic pass for all 3N actions at s
+        pi_XNA, log_pi_XN = self._policy_samples(torch.cat([obs_BO, obs_next_BO]), n)
+        q_rand_KBN, q_pi_KBN, q_pi_next_KBN = self._q_of_samples(
+            obs_BO, torch.cat([rand_BNA, pi_XNA[:b], pi_XNA[b:]], dim=1)
+        ).split(n, dim=-1)
         gap_K = cql_gap(
-            self._q_of_samples(obs_BO, rand_BNA),
+            q_rand_KBN,
             self._log_density_rand,
-            self._q_of_samples(obs_BO, pi_BNA),
-            log_pi_BN,
-            self._q_of_samples(obs_BO, pi_next_BNA),
-            log_pi_next_BN,
+            q_pi_KBN,
+            log_pi_XN[:b],
+            q_pi_next_KBN,
+            log_pi_XN[b:],
             q_KB,
             c.cql_temperature,
         )
