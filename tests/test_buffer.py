@@ -61,7 +61,7 @@ class Stream:
         rows, dones = self.ref.add(
             self._obs(obs), act, rew, term, trunc, self._obs(nxt), mask=mask, extras={"aux": aux}
         )
-        assert res.indices.tolist() == rows
+        assert _rows(res.indices).tolist() == rows
         assert res.done_envs.tolist() == [d[0] for d in dones]
         np.testing.assert_allclose(res.episode_returns, [d[1] for d in dones], rtol=1e-6, atol=1e-6)
         assert res.episode_lengths.tolist() == [d[2] for d in dones]
@@ -81,6 +81,12 @@ def assert_obs_equal(got, want, msg=""):
             np.testing.assert_array_equal(got[k], want[k], err_msg=f"{msg} key {k}")
     else:
         np.testing.assert_array_equal(got, want, err_msg=msg)
+
+
+def _rows(indices: np.ndarray) -> np.ndarray:
+    """The rows of a buffer's indices (-1 stays -1): a prioritized buffer's indices carry the
+    generation of their transition above bit INDEX_ROW_BITS."""
+    return np.where(indices >= 0, indices & ((1 << rlcore._core.INDEX_ROW_BITS) - 1), indices)
 
 
 def check_against_reference(buf, ref: RefBuffer, n_step: int, gamma: float, batch_size: int = 64) -> None:
@@ -120,7 +126,7 @@ def check_against_reference(buf, ref: RefBuffer, n_step: int, gamma: float, batc
     assert batch.rew.dtype == np.float32 and batch.discount.dtype == np.float32
     for flag in (batch.terminated, batch.truncated):  # real numpy bools: bytes 0 or 1 only
         assert flag.dtype == np.bool_ and flag.view(np.uint8).max() <= 1
-    for i, p in enumerate(batch.indices):
+    for i, p in enumerate(_rows(batch.indices)):
         assert int(p) in sampleable, f"sampled row {p} is not a stored transition"
         w = ref.nstep(int(p), n_step, gamma)
         assert_obs_equal(obs_at(batch.obs, i), w["obs"], f"obs of row {p}")

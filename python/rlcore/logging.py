@@ -35,6 +35,7 @@ __all__ = [
     "TensorBoardLogger",
     "learning_curves",
     "plot_run",
+    "remove_tensorboard_files",
 ]
 
 
@@ -116,6 +117,24 @@ class TensorBoardLogger:
     def close(self) -> None:
         """Flush and close the event file."""
         self.writer.close()
+
+
+def remove_tensorboard_files(log_dir: str | Path) -> list[Path]:
+    """Remove the TensorBoard event files (``events.out.tfevents.*``) under ``log_dir`` — what
+    :class:`TensorBoardLogger` writes — and the folders this empties (``log_dir`` included);
+    any other file stays. Returns the files removed."""
+    root = Path(log_dir)
+    if not root.is_dir() or root.is_symlink():
+        return []
+    removed = [p for p in root.rglob("events.out.tfevents.*") if p.is_file() and not p.is_symlink()]
+    for p in removed:
+        p.unlink()
+    for d in sorted((p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()), key=lambda p: -len(p.parts)):
+        if not any(d.iterdir()):
+            d.rmdir()
+    if not any(root.iterdir()):
+        root.rmdir()
+    return removed
 
 
 class ConsoleLogger:

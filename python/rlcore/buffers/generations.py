@@ -59,6 +59,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rlcore._core import _crc32c
+from rlcore.errors import SaveFileError
 
 try:
     import fcntl
@@ -76,6 +77,7 @@ __all__ = [
     "plain_name",
     "reading",
     "relative_paths",
+    "remove_saves",
     "seal",
     "file_crc32c",
     "writing",
@@ -357,6 +359,7 @@ def writing(
     kind: Kind,
     *,
     manifest: str,
+    manifest_format: str,
     previous: Callable[[Path], Generation | None],
     files: Sequence[str] = (),
     trees: Sequence[str] = (),
@@ -371,13 +374,20 @@ def writing(
     calls ``draft.commit(manifest_text)``; after the block the previous generation is removed.
     Leaving the block by an exception, or without committing, removes what the save created.
 
+    A file already at ``root/manifest`` is replaced only if it is a manifest of this kind (a
+    JSON object whose ``"format"`` is ``manifest_format``): a user's own file of that name is
+    never overwritten.
+
     Raises:
         OSError: the directory cannot be written.
+        SaveFileError: ``root/manifest`` exists and is not a manifest of this kind (nothing is
+            written).
         ValueError: ``files`` or ``trees`` not of ``kind.entries``; a block that did not commit.
     """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     with _locked(root, exclusive=True):
+        _refuse_foreign(root / manifest, manifest_format)
         prev = previous(root)
         if prev is not None and not kind.folders.fullmatch(prev.folder):
             prev = None  # a manifest naming a folder rlcore never writes: nothing to remove
@@ -394,6 +404,61 @@ def writing(
         # the new manifest is durable: the generation it replaced can go
         if prev is not None and prev.folder != draft.name:
             _remove(root, prev)
+
+
+def remove_saves(
+    root: str | os.PathLike[str],
+    kind: Kind,
+    *,
+    manifest: str,
+    manifest_format: str,
+    previous: Callable[[Path], Generation | None],
+) -> list[str]:
+    """Remove from the directory ``root`` what saves of ``kind`` wrote there, and nothing else:
+    the generation the manifest names (what ``previous(root)`` lists), killed saves' folders
+    whose marker proves them the kind's, the manifest if it is one of ``manifest_format``, and
+    the lock file; then ``root`` itself if that leaves it empty. A user's own files (in ``root``
+    or inside a generation folder) stay. Returns the names removed from ``root``.
+    """
+    root = Path(root)
+    if not _is_dir(root):
+        return []
+    with _locked(root, exclusive=True):
+        folders = [e.name for e in os.scandir(root) if kind.folders.fullmatch(e.name)]
+        prev = previous(root)
+        if prev is not None and kind.folders.fullmatch(prev.folder):
+            _remove(root, prev)
+        _remove_abandoned(root, kind, keep=None)
+        removed = [name for name in folders if not os.path.lexists(root / name)]
+        try:
+            _refuse_foreign(root / manifest, manifest_format)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(root / manifest)
+                removed.append(manifest)
+        except SaveFileError:
+            pass  # not ours: it stays
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(root / LOCK).st_mode):
+            os.unlink(root / LOCK)
+            removed.append(LOCK)
+    with contextlib.suppress(OSError):
+        root.rmdir()
+    return removed
+
+
+def _refuse_foreign(path: Path, manifest_format: str) -> None:
+    """Raise SaveFileError if ``path`` exists and is not a manifest of ``manifest_format``."""
+    if not os.path.lexists(path):
+        return
+    try:
+        ours = json.loads(path.read_bytes()).get("format") == manifest_format
+    except (OSError, ValueError, AttributeError):  # unreadable, not JSON, not an object
+        ours = False
+    if not ours:
+        raise SaveFileError(
+            f"{path} exists and is not an rlcore manifest ({manifest_format}): rlcore never "
+            "overwrites a file it did not write; move that file or save to another directory"
+        )
 
 
 # -- removing ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rlcore.errors import ShapeError
+from rlcore.errors import DTypeError, ShapeError
 
 __all__ = ["OfflineSteps", "complete_steps", "count_segments", "offline_capacity"]
 
@@ -132,7 +132,13 @@ def complete_steps(
 
     Raises:
         ShapeError: the flags are not ``[T]`` like ``rew``.
+        DTypeError: ``obs``, ``act``, ``rew``, a flag or an extra is missing (``None``).
     """
+    named = {"obs": obs, "act": act, "rew": rew, "terminated": terminated, "truncated": truncated}
+    named.update({f"extras[{k!r}]": v for k, v in (extras or {}).items()})
+    for what, value in named.items():
+        if value is None or (isinstance(value, Mapping) and any(v is None for v in value.values())):
+            raise DTypeError(f"{what} is missing (got None); pass an array")
     rew_a = np.asarray(rew)
     term = np.asarray(terminated).astype(bool, copy=False)
     trunc = np.asarray(truncated).astype(bool, copy=False)

@@ -140,7 +140,9 @@ def write(
             is left behind and the previous save stays as it was.
     """
     files = [f"{k:03d}.npy" for k in range(len(parts))]
-    with generations.writing(path, _KIND, manifest=MANIFEST, previous=_generation_of, files=files) as draft:
+    with generations.writing(
+        path, _KIND, manifest=MANIFEST, manifest_format=FORMAT, previous=_generation_of, files=files
+    ) as draft:
         # the checksums are computed on another thread while the files are written and
         # flushed (the fsyncs wait for the disk), so they add little to the save's time
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -287,8 +289,10 @@ def _check_header(path: Path, where: str, dtype: np.dtype, shape: tuple[int, ...
             else:
                 raise ValueError(f".npy format version {version} is not one rlcore writes")
             offset = f.tell()
-        except (ValueError, OSError, EOFError, SyntaxError, TypeError) as e:
-            raise SaveFileError(f"{where} is not a valid .npy file ({e})") from e
+        except Exception as e:  # noqa: BLE001 - any failure to parse a damaged header is one error
+            # NumPy's header parser raises whatever its tokenizer and literal_eval meet in a
+            # damaged header (ValueError, SyntaxError, tokenize.TokenError, TypeError, ...)
+            raise SaveFileError(f"{where} is not a valid .npy file ({type(e).__name__}: {e})") from e
     if got_dtype != dtype or tuple(got_shape) != shape or fortran:
         order = " in Fortran order" if fortran else ""
         raise SaveFileError(

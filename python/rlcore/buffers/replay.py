@@ -32,15 +32,13 @@ _new_batch = tuple.__new__
 
 
 def _index_array(indices: Any) -> np.ndarray:
-    """``indices`` as a 1-D int64 array (the core checks the values).
+    """``indices`` as a 1-D array of their own dtype; the core converts and checks them (an
+    empty list is no indices, a uint64 above ``2**63 - 1`` is out of range, not wrapped).
 
     Raises:
-        DTypeError: not integers.
+        DTypeError: a non-empty array that is not integers.
     """
-    a = np.asarray(indices)
-    if a.dtype.kind not in "iu":
-        raise DTypeError(f"indices must be integers, got dtype {a.dtype}")
-    return np.ascontiguousarray(a.reshape(-1), dtype=np.int64)
+    return np.ascontiguousarray(np.asarray(indices).reshape(-1))
 
 
 def _space_spec(name: str, space: Any) -> tuple[str, str, tuple[int, ...]]:
@@ -431,13 +429,17 @@ class ReplayBuffer(RawBuffer):
         with ``frame_stack`` the stored frames ``[capacity, *F]``, the newest frame of each row),
         ``"act"``, the extras, ``"rew"`` (float32), ``"terminated"``/``"truncated"`` (uint8) and
         ``"flags"`` (uint8 bits: 1 transition, 2 episode start, 4 cut, 8 terminal row). Later
-        writes show through the view; the view keeps the buffer alive. Rows are indexed like
-        ``TransitionBatch.indices``; rows that hold no transition contain stale data (use
-        :meth:`is_transition`).
+        writes show through the view; the view keeps the buffer alive. Rows are indexed by row
+        numbers: ``TransitionBatch.indices`` of a uniform buffer, ``rows_of(batch.indices)`` of
+        a prioritized one (whose indices carry a generation above the row); rows that hold no
+        transition contain stale data (use :meth:`is_transition`).
 
         Raises:
             ApiUsageError: unknown name, or no columns yet (before the first add).
+            DTypeError: ``name`` is not a ``str``.
         """
+        if not isinstance(name, str):
+            raise DTypeError(f"column name must be a str such as 'obs', got {type(name).__name__} {name!r}")
         if name == "obs" and self.obs_is_dict:
             return {spec[0][4:]: self._column(spec[0]) for spec in self._schema()[0]}
         return self._column(name)
@@ -511,6 +513,19 @@ class ReplayBuffer(RawBuffer):
         for key in ("kind", "capacity", "num_envs", "frame_stack"):
             if config.get(key) != mine.get(key):
                 raise SaveFileError(f"state has {key}={config.get(key)!r}, this buffer has {mine.get(key)!r}")
+        # stored priorities are (|p| + eps) ** alpha: a state of other prioritized settings would
+        # mix two units (or drop its priorities), so it is refused, never adopted silently
+        for key in ("prioritized", "alpha", "eps"):
+            theirs, ours = config.get(key), mine.get(key)
+            if key == "prioritized":
+                theirs, ours = bool(theirs), bool(ours)
+            if theirs != ours:
+                raise SaveFileError(
+                    f"state has {key}={theirs!r}, this buffer has {key}={ours!r}: its priorities "
+                    "are (|p| + eps) ** alpha of the saved settings; build the buffer with the "
+                    "saved prioritized settings, or load the save with Class.load(path), which "
+                    "builds the buffer from them"
+                )
         cur_obs, cur_step = self._schema()
         if cur_step and ([tuple(s) for s in cur_obs] != obs or [tuple(s) for s in cur_step] != step):
             raise SaveFileError(f"state columns {obs + step} differ from this buffer's {cur_obs + cur_step}")
@@ -552,7 +567,12 @@ class ReplayBuffer(RawBuffer):
         ``path/rlcore.lock``: the last one wins. Column names can be any ``str`` (file names do
         not depend on them).
 
+        A file named ``manifest.json`` already in ``path`` is replaced only if it is an rlcore
+        buffer manifest: a user's own file of that name is never overwritten.
+
         Raises:
+            SaveFileError: ``path/manifest.json`` exists and is not an rlcore buffer manifest
+                (nothing is written).
             OSError: the directory cannot be written (e.g. a full disk).
         """
         schema, parts = self._snapshot()

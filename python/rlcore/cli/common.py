@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +100,8 @@ def prepare_run_dir(args: argparse.Namespace, default: Path) -> Path:
       has a ``config.json``), else ``default``. The run there is continued: ``metrics.jsonl`` and
       ``tb/`` are appended to, ``checkpoint/`` and ``config.json`` replaced.
     * ``--overwrite``: ``--out`` or ``default``; the files of an earlier run there (:data:`RUN_FILES`)
-      are removed first, nothing else in the directory.
+      are removed first, nothing else in the directory: inside ``checkpoint/`` only what checkpoint
+      saves wrote, inside ``tb/`` only TensorBoard's event files (a user's own files there stay).
     * otherwise, an ``--out`` that holds a run is refused; when ``default`` holds one, the run goes to
       the first free ``default-run2``, ``default-run3``, ...
 
@@ -124,12 +124,17 @@ def prepare_run_dir(args: argparse.Namespace, default: Path) -> Path:
         return out
     out = args.out or default
     if overwrite:
+        from rlcore.logging import remove_tensorboard_files
+        from rlcore.trainers import checkpoint
+
         removed = [name for name in RUN_FILES if (out / name).exists()]
         for name in removed:
             target = out / name
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            else:
+            if name == "checkpoint":  # only what checkpoint saves wrote: a user's files stay
+                checkpoint.remove(target)
+            elif name == "tb":  # only TensorBoard's event files
+                remove_tensorboard_files(target)
+            elif target.is_file() or target.is_symlink():
                 target.unlink()
         if removed:
             print(f"rlcore: --overwrite: removed the earlier run's {', '.join(removed)} from {out}")

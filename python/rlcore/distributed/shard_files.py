@@ -84,7 +84,12 @@ def save_shard_dirs(path: str | Path, *, num_envs: int, writers: Sequence[Callab
     """
     names = [f"shard-{s:03d}" for s in range(len(writers))]
     with generations.writing(
-        path, _KIND, manifest=_SHARDED_MANIFEST, previous=_previous, trees=names
+        path,
+        _KIND,
+        manifest=_SHARDED_MANIFEST,
+        manifest_format=_SHARDED_FORMAT,
+        previous=_previous,
+        trees=names,
     ) as draft:
         for name, write in zip(names, writers, strict=True):
             write(draft.path / name)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from rlcore._core import INDEX_ROW_BITS
 from rlcore.batch import TransitionBatch
 from rlcore.buffers.prioritized import checked_priority_update, checked_sequence_update
 from rlcore.buffers.sequences import SequenceBatch, state_names
@@ -23,6 +24,8 @@ from rlcore.distributed.writer import ShardedAddResult, ShardWriter
 from rlcore.errors import ApiUsageError, EmptyBufferError, InvalidValueError, SaveFileError
 
 __all__ = ["PendingSample", "ShardedReplayBuffer"]
+
+_ROW_MASK = (1 << INDEX_ROW_BITS) - 1
 
 
 def _concat(parts: list[Any], out: Any = None) -> Any:
@@ -90,8 +93,11 @@ class ShardedReplayBuffer:
     ``(min_global p / min_shard p)^beta``, which gives ``(p_i / min_global p)^-beta`` as in one
     buffer (Schaul et al. 2016, sec. 3.4).
 
-    ``batch.indices`` are global: ``shard * shard_capacity + row`` (int64); pass them back to
-    :meth:`update_priorities`, which routes each to its shard. ``column``/``prev``/``next`` and
+    ``batch.indices`` are global: the shard's own index plus ``shard * shard_capacity`` (int64;
+    a prioritized shard's index carries the generation of its transition above its row, so the
+    global index names the transition too); pass them back to :meth:`update_priorities`, which
+    routes each to its shard, where a stale one (its row overwritten since) is skipped and
+    counted. ``column``/``prev``/``next`` and
     other row queries of the local buffer are not offered (the rows live in other processes).
     """
 
@@ -274,7 +280,8 @@ class ShardedReplayBuffer:
             out: preallocated batch to copy into (same shapes and dtypes as a returned batch).
 
         Returns:
-            TransitionBatch with global ``indices`` (``shard * shard_capacity + row``).
+            TransitionBatch with global ``indices`` (``shard * shard_capacity`` plus the shard's
+            index).
 
         Raises:
             InvalidValueError, EmptyBufferError: as :meth:`sample_async`; the core's errors of a
@@ -428,9 +435,13 @@ class ShardedReplayBuffer:
     # -- priorities ---------------------------------------------------------------------------
 
     def shard_of(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
-        """``(shard, row)`` int64 ``[B]`` of global indices."""
+        """``(shard, local index)`` int64 ``[B]`` of global indices: a global index is the
+        shard's own index plus ``shard * shard_capacity`` (the generation bits an index of a
+        prioritized shard carries above bit ``INDEX_ROW_BITS`` stay as they are)."""
         idx = np.asarray(indices, dtype=np.int64)
-        return idx // self.shard_capacity, idx % self.shard_capacity
+        row = idx & _ROW_MASK
+        shard = row // self.shard_capacity
+        return shard, idx - shard * self.shard_capacity
 
     def update_priorities(self, indices: Any, priorities: Any, *, wait: bool = False) -> int | None:
         """Set ``(p + eps)^alpha`` as the priorities of global ``indices`` ``[B]`` (int64) with

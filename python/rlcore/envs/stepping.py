@@ -49,7 +49,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from rlcore.envs.backends import VecBackend, as_backend
-from rlcore.errors import ApiUsageError
+from rlcore.errors import ApiUsageError, CheckpointError
 from rlcore.stats import CollectStats
 
 __all__ = [
@@ -430,12 +430,23 @@ class EnvStepper:
         it (``None``: envs that do not copy, or an env snapshot that was not trusted) the envs are
         reset with ``seed`` (warns, and returns False): partial episodes are dropped and every env
         starts a fresh episode; the counters are restored either way.
+
+        Raises:
+            CheckpointError: ``state["envs"]`` is not a snapshot of as many sub-envs as these
+                envs have (nothing changed then).
         """
         self.env_steps = int(state["env_steps"])
         self.episodes = int(state["episodes"])
         gym_envs = self.backend.envs
         if state.get("envs") is not None and hasattr(gym_envs, "envs"):
-            sub_envs, autoreset = copy.deepcopy(state["envs"])
+            snapshot = state["envs"]
+            n_envs = len(gym_envs.envs)  # type: ignore[union-attr]
+            if not (isinstance(snapshot, tuple | list) and len(snapshot) == 2 and len(snapshot[0]) == n_envs):
+                raise CheckpointError(
+                    f"the env snapshot is not {n_envs} sub-envs and their pending autoresets; it was "
+                    "saved for other envs, or is not an env snapshot"
+                )
+            sub_envs, autoreset = copy.deepcopy(snapshot)
             gym_envs.envs = sub_envs  # type: ignore[union-attr]
             if autoreset is not None:
                 setattr(gym_envs, "_autoreset_envs", autoreset)  # noqa: B010 - private SyncVectorEnv state

@@ -67,6 +67,7 @@ from rlcore.errors import CheckpointError
 __all__ = [
     "Checkpoint",
     "capture_rng",
+    "check_env_snapshot",
     "from_plain",
     "is_checkpoint",
     "load",
@@ -75,6 +76,7 @@ __all__ = [
     "python_rng_from_plain",
     "python_rng_to_plain",
     "read_info",
+    "remove",
     "restore_rng",
     "resume_seed",
     "save",
@@ -447,6 +449,8 @@ def save(
     Raises:
         CheckpointError: ``state`` or ``counters`` hold something a checkpoint cannot store (checked
             before anything is written), or ``buffer`` has no ``save``.
+        SaveFileError: ``path/checkpoint.json`` exists and is not an rlcore checkpoint manifest
+            (a user's own file is never overwritten; nothing is written).
         OSError: the directory cannot be written (the previous checkpoint stays intact).
     """
     plain = {"format": FORMAT, "version": VERSION, "trainer": trainer, **to_plain(dict(state))}
@@ -468,7 +472,7 @@ def save(
     trees = [BUFFER_DIR] if buffer is not None else []
     root = Path(path)
     with generations.writing(
-        root, _KIND, manifest=MANIFEST, previous=_previous, files=files, trees=trees
+        root, _KIND, manifest=MANIFEST, manifest_format=FORMAT, previous=_previous, files=files, trees=trees
     ) as draft:
         gen = draft.path
         torch.save(plain, gen / TRAINER_FILE)
@@ -494,6 +498,16 @@ def save(
         manifest["checksum"] = generations.seal(manifest)
         draft.commit(json.dumps(manifest, indent=1))
     return root
+
+
+def remove(path: str | os.PathLike[str]) -> list[str]:
+    """Remove the checkpoint in directory ``path``: exactly what :func:`save` wrote there
+    (``checkpoint.json``, its generation folders, the lock file), never a user's own files, in
+    ``path`` or inside a generation folder; ``path`` itself goes if that empties it. Returns the
+    names removed from ``path``."""
+    return generations.remove_saves(
+        path, _KIND, manifest=MANIFEST, manifest_format=FORMAT, previous=_previous
+    )
 
 
 def load(
@@ -583,8 +597,34 @@ def _read_checkpoint(root: Path, trainer: str | None, trust_env_state: bool) -> 
     )
 
 
+def check_env_snapshot(snapshot: Any, where: str | os.PathLike[str]) -> None:
+    """Check that an unpickled ``env_state.pkl`` is what trainers save: ``(sub_envs,
+    autoreset)``, a non-empty list of envs (objects with ``step`` and ``reset``) and their
+    pending autoresets (or None).
+
+    Raises:
+        CheckpointError: it is anything else (``where`` names the checkpoint).
+    """
+    ok = (
+        isinstance(snapshot, tuple)
+        and len(snapshot) == 2
+        and isinstance(snapshot[0], list | tuple)
+        and len(snapshot[0]) > 0
+        and all(
+            callable(getattr(env, "step", None)) and callable(getattr(env, "reset", None))
+            for env in snapshot[0]
+        )
+    )
+    if not ok:
+        raise CheckpointError(
+            f"{where}: {ENV_STATE_FILE} is not an env snapshot (a (sub_envs, autoreset) pair of envs), "
+            f"got a {type(snapshot).__name__}"
+        )
+
+
 def _load_trusted_env_state(path: Path) -> Any:
-    """Unpickle the env snapshot: the one opt-in place where a checkpoint file may run code."""
+    """Unpickle the env snapshot: the one opt-in place where a checkpoint file may run code.
+    What it holds is checked by the env stepper that restores it (a CheckpointError there)."""
     try:
         with open(path, "rb") as f:
             return pickle.load(f)  # noqa: S301 - only with trust_env_state=True (documented opt-in)

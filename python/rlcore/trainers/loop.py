@@ -360,13 +360,16 @@ class Trainer(ABC):
         Raises:
             FileNotFoundError: ``path`` holds no checkpoint.
             CheckpointError: an old-format checkpoint (the message says how to convert a trusted
-                one), a ``trainer.pt`` that holds more than data, a checkpoint of another trainer,
+                one), a ``trainer.pt`` that holds more than data, a trusted ``env_state.pkl`` that is
+                not an env snapshot, a checkpoint of another trainer,
                 one that lacks an entry this trainer needs, or an algorithm state that does not
                 fit this trainer's algorithm (nothing changed then).
             SaveFileError: the buffer save is corrupt or does not fit this trainer's buffer
                 (nothing changed then).
         """
         ckpt = checkpoint.load(path, trainer=self.checkpoint_kind, trust_env_state=trust_env_state)
+        if ckpt.env_state is not None:  # checked before anything of this trainer changes
+            checkpoint.check_env_snapshot(ckpt.env_state, path)
         algorithm, rng = ckpt.part("algorithm"), ckpt.part("rng")
         iteration, grad_steps = int(ckpt.counter("iteration")), int(ckpt.counter("grad_steps"))
         evaluations = int(ckpt.counter("evaluations"))

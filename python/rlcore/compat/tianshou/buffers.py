@@ -103,9 +103,13 @@ class _PrioritizedMixin:
 
     def update_weight(self, index: np.ndarray, new_weight: Any) -> None:
         """Set the priorities of rows ``index`` to ``(|new_weight| + eps)^alpha``
-        (eps = float32 machine epsilon, as Tianshou); rows overwritten since they were sampled
-        are skipped."""
-        self._core.update_priorities(np.asarray(index), np.abs(to_numpy(new_weight)).reshape(-1))
+        (eps = float32 machine epsilon, as Tianshou). Each row sampled by this buffer names the
+        transition its latest ``sample`` drew there: a row the ring has overwritten since is
+        skipped (and counted by the core), never given the newer transition's priority."""
+        rows = np.asarray(index).reshape(-1)
+        if rows.dtype.kind in "iu":
+            rows = self._sampled_indices(rows.astype(np.int64))  # type: ignore[attr-defined]
+        self._core.update_priorities(rows, np.abs(to_numpy(new_weight)).reshape(-1))
 
     def set_beta(self, beta: float) -> None:
         """Set the importance-sampling exponent beta (>= 0)."""

@@ -10,11 +10,13 @@ from typing import Any
 import numpy as np
 from tianshou.data import Batch
 
+from rlcore._core import INDEX_ROW_BITS
 from rlcore.buffers.prioritized import PrioritizedReplayBuffer as _CorePER
 from rlcore.buffers.replay import ReplayBuffer as _CoreBuffer
 from rlcore.errors import DTypeError, EmptyBufferError, InvalidValueError, SaveFileError, ShapeError
 
 _F32_EPS = float(np.finfo(np.float32).eps)
+_ROW_MASK = (1 << INDEX_ROW_BITS) - 1
 
 
 _STEP_KEYS = ("obs", "act", "rew", "terminated", "truncated", "obs_next")
@@ -315,7 +317,7 @@ class _CoreStorage:
             mask = np.zeros(n, bool)
             mask[ids] = True
         res = self._core.add(obs, act, rew, term, trunc, obs_next, mask=mask)
-        idx = res.indices[ids]
+        idx = res.indices[ids] & _ROW_MASK  # rows (a prioritized core's indices carry a generation)
         self._done[idx] = (term | trunc)[ids]
         start = self._core.episode_bounds(idx)[0]
         ep_ret = np.zeros(len(ids))
@@ -389,7 +391,7 @@ class _CoreStorage:
         if batch_size > 0 and len(self) > 0:
             if self._stacks_whole():
                 return self._core.sample_sequences(batch_size, self.stack_num, pad=False).indices[:, -1]
-            return self._core.sample(batch_size).indices
+            return self._hand_out(self._core.sample(batch_size).indices)
         if batch_size == 0:
             idx = self._all_indices()
             if self._stacks_whole() and idx.size:
@@ -491,7 +493,31 @@ class _CoreStorage:
         )
         if self._prioritized:
             out.weight = tb.weights / tb.weights.max() if self._weight_norm else tb.weights
-        return out, tb.indices
+        return out, self._hand_out(tb.indices)
+
+    def _hand_out(self, indices: np.ndarray) -> np.ndarray:
+        """The rows of a core sample's ``indices``, which Tianshou indexes its arrays by. A
+        prioritized core's indices name transitions (a generation above the row): each row's
+        latest one is kept, so that :meth:`update_weight` of rows sampled here names the
+        transition that was sampled and skips one the ring has overwritten since."""
+        if not self._prioritized:
+            return indices
+        rows = indices & _ROW_MASK
+        keys = self.__dict__.get("_sampled")
+        if keys is None:
+            keys = self.__dict__["_sampled"] = np.full(self._core.capacity, -1, np.int64)
+        keys[rows] = indices
+        return rows
+
+    def _sampled_indices(self, rows: np.ndarray) -> np.ndarray:
+        """The core index each row was last handed out by :meth:`sample` for (the bare row for
+        rows never sampled or out of range, which the core checks)."""
+        keys = self.__dict__.get("_sampled")
+        if keys is None:
+            return rows
+        ok = (rows >= 0) & (rows < keys.shape[0])
+        known = np.where(ok, keys[np.where(ok, rows, 0)], -1)
+        return np.where(known >= 0, known, rows)
 
     def _weights_at(self, idx: np.ndarray) -> np.ndarray:
         prio = self._core.priorities(idx)
@@ -519,6 +545,7 @@ class _CoreStorage:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_views"] = None  # views share the core's memory; rebuilt after loading
+        state.pop("_sampled", None)  # hand-outs of this buffer's samples, not data
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -546,27 +573,151 @@ class _CoreStorage:
 
     @classmethod
     def load_hdf5(cls, path: str, device: str | None = None) -> Any:
-        """Load a buffer written by :meth:`save_hdf5` (``device`` is ignored: numpy storage).
+        """Load a buffer from an HDF5 file (``device`` is ignored: numpy storage): one written
+        by :meth:`save_hdf5`, or one written by Tianshou's own ``save_hdf5`` of the matching
+        Tianshou class (``ReplayBuffer``, ``PrioritizedReplayBuffer``, ``VectorReplayBuffer``,
+        ``PrioritizedVectorReplayBuffer``), whose stored steps are added in time order. Nothing in
+        the file is unpickled or run; Tianshou's priorities (a pickled segment tree) are not
+        read: every loaded transition starts at the maximum priority.
 
         Raises:
-            rlcore.errors.SaveFileError: the file does not hold a buffer of this class.
+            rlcore.errors.SaveFileError: the file is missing, truncated or not HDF5, holds a
+                buffer of another class, or holds anything but the fields these formats have
+                (the message names the file).
         """
         import h5py
 
+        try:
+            with h5py.File(path, "r") as f:
+                if "rlcore_compat" in f.attrs:
+                    return cls._load_own_hdf5(path, f)
+                return cls._load_tianshou_hdf5(path, f)
+        except SaveFileError:
+            raise
+        except Exception as e:  # noqa: BLE001 - h5py and a damaged file raise anything
+            raise SaveFileError(f"{path} is not a readable buffer file: {type(e).__name__}: {e}") from e
 
-        with h5py.File(path, "r") as f:
-            meta = json.loads(f.attrs["rlcore_compat"])
-            if meta["class"] != cls.__name__:
-                raise SaveFileError(f"{path} holds a {meta['class']}, not a {cls.__name__}")
-            arrays = {name.replace("|", "/"): np.asarray(ds) for name, ds in f["arrays"].items()}
-            done = np.asarray(f["done"])
-        buf = cls.__new__(cls)
-        buf.__dict__.update(meta["dict"])
-        buf.__dict__["_core"] = buf._make_core()
-        buf._core.load_state_dict({**meta["core"], "arrays": arrays})
-        buf.__dict__["_done"] = done
-        buf.__dict__["_views"] = None
+    @classmethod
+    def _load_own_hdf5(cls, path: str, f: Any) -> Any:
+        """A file of :meth:`save_hdf5`: the constructor's arguments are checked and the buffer is
+        built by the constructor, never by writing the file's entries into ``__dict__``."""
+        meta = json.loads(f.attrs["rlcore_compat"])
+        if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
+            got = meta.get("class") if isinstance(meta, dict) else None
+            raise SaveFileError(f"{path} holds a {got!r}, not a {cls.__name__}")
+        saved = meta.get("dict")
+        if not isinstance(saved, dict):
+            raise SaveFileError(f"{path}: its configuration is not an object")
+
+        def field(name: str, kinds: tuple[type, ...]) -> Any:
+            v = saved.get(name)
+            if isinstance(v, bool) and bool not in kinds or not isinstance(v, kinds):
+                raise SaveFileError(f"{path}: {name}={v!r} is not a {' or '.join(k.__name__ for k in kinds)}")
+            return v
+
+        options = field("options", (dict,))
+        kwargs: dict[str, Any] = dict(
+            stack_num=field("stack_num", (int,)),
+            ignore_obs_next=bool(options.get("ignore_obs_next", False)),
+            sample_avail=bool(options.get("sample_avail", False)),
+            random_seed=field("_seed", (int,)),
+            extra_rows=field("extra_rows", (int,)),
+        )
+        args: list[Any] = [field("_size_per_env", (int,))]
+        if cls._vector:
+            n = field("buffer_num", (int,))
+            args = [args[0] * n, n]
+        if cls._prioritized:
+            args += [field("_alpha", (int, float)), field("_beta", (int, float))]
+            kwargs["weight_norm"] = field("_weight_norm", (bool,))
+        try:
+            buf = cls(*args, **kwargs)
+        except (ValueError, TypeError) as e:
+            raise SaveFileError(f"{path}: its configuration describes no {cls.__name__}: {e}") from e
+        if not ({"arrays", "done"} <= set(f.keys())):
+            raise SaveFileError(f"{path} lacks its 'arrays' or 'done'")
+        arrays = {name.replace("|", "/"): np.asarray(ds) for name, ds in f["arrays"].items()}
+        done = np.asarray(f["done"])
+        if done.shape != buf._done.shape:
+            raise SaveFileError(f"{path}: 'done' has shape {done.shape}, expected {buf._done.shape}")
+        core = meta.get("core")
+        if not isinstance(core, dict):
+            raise SaveFileError(f"{path}: its core state is not an object")
+        buf._core.load_state_dict({**core, "arrays": arrays})
+        buf._done[:] = done.astype(bool)
         return buf
+
+    @classmethod
+    def _load_tianshou_hdf5(cls, path: str, f: Any) -> Any:
+        """A file of Tianshou's own ``save_hdf5``: its plain datasets only (``_meta``'s step
+        arrays, sizes, insertion index, per-buffer offsets and last indices), steps re-added
+        in time order."""
+        if "_meta" not in f or "maxsize" not in f.attrs:
+            raise SaveFileError(f"{path} is neither an rlcore compat nor a Tianshou buffer file")
+        vector = "buffer_num" in f.attrs
+        prioritized = "_alpha" in f.attrs
+        if vector != cls._vector or prioritized != cls._prioritized:
+            kind = ("Prioritized" if prioritized else "") + ("Vector" if vector else "") + "ReplayBuffer"
+            raise SaveFileError(f"{path} holds a Tianshou {kind}, not a {cls.__name__}")
+
+        def plain(name: str) -> np.ndarray:
+            ds = f[name]
+            if not isinstance(ds, h5py_dataset()) or ds.attrs.get("__data_type__") != "ndarray":
+                raise SaveFileError(f"{path}: {name} is not a plain array")
+            return np.asarray(ds)
+
+        meta = {k: plain(f"_meta/{k}") for k in _STEP_KEYS if k in f["_meta"]}
+        missing = [k for k in _STEP_KEYS if k not in meta]
+        if missing:
+            raise SaveFileError(f"{path}: _meta lacks {missing}")
+        maxsize = int(f.attrs["maxsize"])
+        options = dict(f["options"].attrs) if "options" in f else {}
+        kwargs: dict[str, Any] = dict(stack_num=int(options.get("stack_num", 1)))
+        if vector:
+            n = int(f.attrs["buffer_num"])
+            offsets, lengths, last = plain("_offset"), plain("_lengths"), plain("last_index")
+            if not (offsets.shape == lengths.shape == last.shape == (n,)):
+                raise SaveFileError(f"{path}: _offset, _lengths and last_index must be [{n}]")
+            size = maxsize // n
+            order = [
+                (e, (offsets[e] + (last[e] - offsets[e] - np.arange(lengths[e])[::-1]) % size).astype(np.int64))
+                for e in range(n)
+            ]
+            args: list[Any] = [maxsize, n]
+        else:
+            size, n = maxsize, 1
+            count, head = int(f.attrs["_size"]), int(f.attrs["_insertion_idx"])
+            order = [(0, (head - count + np.arange(count)) % maxsize)]
+            args = [maxsize]
+        if prioritized:
+            args += [float(f.attrs["_alpha"]), float(f.attrs["_beta"])]
+            kwargs["weight_norm"] = bool(f.attrs.get("_weight_norm", True))
+        for k, a in meta.items():
+            if a.shape[:1] != (maxsize,):
+                raise SaveFileError(f"{path}: _meta/{k} has {a.shape[:1]} rows, maxsize is {maxsize}")
+        buf = cls(*args, **kwargs)
+        for e, rows in order:
+            if rows.size and (rows.min() < 0 or rows.max() >= maxsize):
+                raise SaveFileError(f"{path}: its indices lie outside [0, {maxsize})")
+            for r in rows:
+                step = Batch(
+                    obs=meta["obs"][r : r + 1],
+                    act=meta["act"][r : r + 1],
+                    rew=meta["rew"][r : r + 1],
+                    terminated=meta["terminated"][r : r + 1].astype(bool),
+                    truncated=meta["truncated"][r : r + 1].astype(bool),
+                    obs_next=meta["obs_next"][r : r + 1],
+                    info=Batch(),
+                )
+                buf.add(step, buffer_ids=[e])
+        return buf
+
+
+def h5py_dataset() -> type:
+    """``h5py.Dataset`` (h5py is imported only by the HDF5 methods)."""
+    import h5py
+
+    return h5py.Dataset
 
 
 _SCALARS = ("_size_per_env", "_seed", "_alpha", "_beta", "_weight_norm")
