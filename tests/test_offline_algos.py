@@ -196,3 +196,54 @@ def test_configs_refuse_out_of_range_values() -> None:
         CQLConfig(n_actions=0)
     with pytest.raises(InvalidValueError, match="alpha"):
         TD3BCConfig(alpha=-1.0)
+
+
+BAD = [
+    *[(cls, "hidden", (32, 0)) for cls in (TD3BCConfig, IQLConfig, CQLConfig)],
+    (TD3BCConfig, "actor_lr", -1.0),
+    (TD3BCConfig, "critic_lr", float("nan")),
+    (TD3BCConfig, "tau", 0.0),
+    (TD3BCConfig, "policy_delay", 0),
+    (TD3BCConfig, "target_policy_noise", -0.1),
+    (TD3BCConfig, "target_noise_clip", -0.5),
+    (TD3BCConfig, "alpha", -1.0),
+    (IQLConfig, "actor_lr", -1.0),
+    (IQLConfig, "value_lr", -1.0),
+    (IQLConfig, "critic_lr", float("inf")),
+    (IQLConfig, "actor_lr_decay_grad_steps", 0),
+    (IQLConfig, "tau", 1.5),
+    (IQLConfig, "expectile", 0.0),
+    (IQLConfig, "beta", -3.0),
+    (IQLConfig, "max_weight", 0.0),
+    (IQLConfig, "reward_scale", 0.0),
+    (CQLConfig, "actor_lr", -1.0),
+    (CQLConfig, "critic_lr", -1.0),
+    (CQLConfig, "alpha_lr", -1.0),
+    (CQLConfig, "tau", 0.0),
+    (CQLConfig, "init_alpha", 0.0),
+    (CQLConfig, "target_entropy", float("nan")),
+    (CQLConfig, "cql_alpha", -5.0),
+    (CQLConfig, "n_actions", 0),
+    (CQLConfig, "cql_temperature", 0.0),
+    (CQLConfig, "target_action_gap", float("inf")),
+    (CQLConfig, "alpha_prime_lr", -1.0),
+]
+
+
+@pytest.mark.parametrize(("cls", "field", "value"), BAD)
+def test_every_numeric_option_is_range_checked(cls: type, field: str, value: object) -> None:
+    with pytest.raises(InvalidValueError, match=f"{cls.__name__}.{field}"):
+        cls(**{field: value})
+
+
+def test_the_bad_values_cover_every_numeric_option() -> None:
+    import dataclasses
+
+    checked = {(cls, field) for cls, field, _ in BAD}
+    missing = [
+        f"{cls.__name__}.{f.name}"
+        for cls in (TD3BCConfig, IQLConfig, CQLConfig)
+        for f in dataclasses.fields(cls)
+        if f.name != "seed" and not isinstance(f.default, bool) and (cls, f.name) not in checked
+    ]
+    assert missing == []
