@@ -51,12 +51,18 @@ def load_resume(trainer: Any, args: argparse.Namespace) -> None:
         UsageError: no checkpoint there, a refused checkpoint (old format, more than data, another
             trainer, one that does not fit these flags), or one that already reached ``--steps``.
     """
+    import sys
+    import warnings
+
+    from rlcore.envs.stepping import EnvsResetWarning
     from rlcore.errors import RlcoreError
 
     if args.resume is None:
         return
     try:
-        trainer.load_checkpoint(args.resume, trust_env_state=args.trust_env_state)
+        with warnings.catch_warnings(record=True) as caught:  # the envs' reset: one line of ours below
+            warnings.simplefilter("always", EnvsResetWarning)
+            trainer.load_checkpoint(args.resume, trust_env_state=args.trust_env_state)
     except (FileNotFoundError, RlcoreError) as e:
         raise UsageError(f"--resume {args.resume}: {e}") from e
     except (KeyError, RuntimeError, ValueError) as e:
@@ -67,6 +73,15 @@ def load_resume(trainer: Any, args: argparse.Namespace) -> None:
         raise UsageError(
             f"--resume {args.resume}: the run already reached its --steps; pass a larger --steps"
         )
+    for w in caught:
+        if issubclass(w.category, EnvsResetWarning):
+            print(
+                "rlcore: resuming without the env snapshot (--trust-env-state loads it): every env starts a "
+                "fresh episode; the learner, buffer, counters and random generators are restored",
+                file=sys.stderr,
+            )
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _resumed_capacity(path: Path, default: int) -> int:

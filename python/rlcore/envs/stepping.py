@@ -54,6 +54,7 @@ from rlcore.stats import CollectStats
 
 __all__ = [
     "EnvStepper",
+    "EnvsResetWarning",
     "Episode",
     "Step",
     "autoreset_mode",
@@ -64,6 +65,11 @@ __all__ = [
     "obs_rows",
     "set_obs_row",
 ]
+
+
+class EnvsResetWarning(RuntimeWarning):
+    """A restored stepper could not continue its envs where they were (no env snapshot: none was
+    saved, or it was not trusted), so it reset them; everything else was restored."""
 
 
 def obs_rows(obs: Any, idx: np.ndarray) -> Any:
@@ -428,8 +434,9 @@ class EnvStepper:
 
         With ``state["envs"]`` (the sub-envs and pending autoresets) everything is restored. Without
         it (``None``: envs that do not copy, or an env snapshot that was not trusted) the envs are
-        reset with ``seed`` (warns, and returns False): partial episodes are dropped and every env
-        starts a fresh episode; the counters are restored either way.
+        reset with ``seed`` (warns with one line, :class:`EnvsResetWarning`, and returns False):
+        partial episodes are dropped and every env starts a fresh episode; the counters are
+        restored either way.
 
         Raises:
             CheckpointError: ``state["envs"]`` is not a snapshot of as many sub-envs as these
@@ -456,11 +463,9 @@ class EnvStepper:
             self._ep_length_N = np.array(state["ep_length"], dtype=np.int64)
             return True
         warnings.warn(
-            "no env snapshot to restore (none was saved, e.g. MuJoCo envs, or it was not loaded: a "
-            "checkpoint's env snapshot is a pickle, loaded only with trust_env_state=True / "
-            f"--trust-env-state): the envs are reset (seed {seed}) and every env starts a fresh "
-            "episode (partial episodes are dropped)",
-            RuntimeWarning,
+            "no env snapshot to restore (none saved, or not loaded: pass trust_env_state=True for a "
+            f"checkpoint you trust), so every env starts a fresh episode from a reset with seed {seed}",
+            EnvsResetWarning,
             stacklevel=3,
         )
         self.reset(seed=seed)
