@@ -376,10 +376,11 @@ def test_dqn_on_cuda_takes_uint8_batches_to_the_gpu(breakout_buffer: rlcore.Repl
 
 def test_atari_preset_has_the_zoo_settings() -> None:
     p = preset_for("ALE/Breakout-v5", her=False)
-    assert p.capacity == ATARI_CAPACITY == 100_000 and p.gamma == 0.99 and p.num_envs == 1
-    assert p.trainer["batch_size"] == 32 and p.trainer["collect_env_steps"] == 4
-    assert p.trainer["utd_ratio"] == 0.25  # one gradient step every 4 agent steps
-    dqn = DQNConfig(**p.algo["dqn"])
+    assert p.capacity == ATARI_CAPACITY == 100_000 and p.trainer.gamma == 0.99 and p.num_envs == 1
+    assert p.trainer.batch_size == 32 and p.trainer.collect_env_steps == 4
+    assert p.trainer.utd_ratio == 0.25  # one gradient step every 4 agent steps
+    dqn = p.configs["dqn"]
+    assert isinstance(dqn, DQNConfig)
     assert (dqn.lr, dqn.loss, dqn.eps_end, dqn.eval_epsilon) == (1e-4, "huber", 0.01, 0.05)
     assert dqn.target_update_interval * 4 == 1_000  # SB3 counts it in env steps
     assert p.dqn_eps_decay_fraction == 0.1

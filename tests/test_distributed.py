@@ -798,43 +798,6 @@ def test_distributed_checkpoint_is_plain_files_and_restores_every_shard(ray_sess
     other.close()
 
 
-def test_convert_reads_an_old_distributed_checkpoint(ray_session, tmp_path):
-    import pickle
-
-    import torch
-    from rlcore.cli.convert_checkpoint import convert
-
-    buf = _per_buffer()
-    trainer = _dist_trainer(buf, max_env_steps=1_000)
-    for _ in range(2):
-        next(trainer)
-    _stop(trainer)
-    old = tmp_path / "old"
-    old.mkdir()
-    # what DistributedTrainer.save_checkpoint wrote before format 2
-    torch.save(
-        {
-            "config": {},
-            "dist": {},
-            "algorithm": trainer.algorithm.state_dict(),
-            "iteration": trainer.iteration,
-            "grad_steps": trainer.grad_steps,
-            "env_steps": trainer.env_steps,
-            "grad_credit": trainer._grad_credit,
-        },
-        old / "trainer.pt",
-    )
-    with open(old / "buffer.pkl", "wb") as f:
-        pickle.dump(buf.state_dict(), f)
-    convert(old, tmp_path / "new")
-    fresh_buf = _per_buffer()
-    fresh = _dist_trainer(fresh_buf, max_env_steps=1_000)
-    fresh.load_checkpoint(tmp_path / "new")
-    assert fresh.env_steps == trainer.env_steps and len(fresh_buf) == len(buf)
-    _same_shards(buf, fresh_buf)
-    fresh.close()
-
-
 def _short_pendulum(n):
     import gymnasium as gym
 

@@ -101,7 +101,6 @@ def test_collect_expert_trains_then_loads_and_writes_a_loadable_dataset(
         ["train", "--algo", "bc", "--env", "CartPole-v1"],  # no --expert
         ["train", "--algo", "dqn", "--env", "CartPole-v1", "--expert", "x"],  # --expert for RL
         ["train", "--algo", "gail", "--env", "CartPole-v1", "--expert", "/nonexistent/dataset"],
-        ["collect-expert", "--algo", "ppo", "--env", "CartPole-v1", "--episodes", "0", "--out", "x"],
     ],
 )
 def test_bad_imitation_arguments_give_one_line_errors(
@@ -110,6 +109,14 @@ def test_bad_imitation_arguments_give_one_line_errors(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("rlcore: error:") and "\n" not in err
+
+
+def test_collect_expert_checks_its_episode_count_in_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["collect-expert", "--algo", "ppo", "--env", "CartPole-v1", "--episodes", "0", "--out", "x"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rlcore: error: argument --episodes: must be >= 1") and "\n" not in err
 
 
 # --------------------------------------------------------------------------- BC + OfflineTrainer

@@ -388,7 +388,7 @@ def test_seeds_run_resume_skips_finished_ones_and_plot_draws_them_together(tmp_p
     ("argv", "message"),
     [
         (["--seeds", "0-1", "--seed", "3"], "--seed and --seeds exclude each other"),
-        (["--jobs", "2"], "--jobs is for --seeds"),
+        (["--jobs", "2"], "--jobs needs --seeds"),
         (["--seeds", "0-1", "--resume", "x/checkpoint"], "with --seeds, --resume takes no value"),
         (["--resume"], "no checkpoint in"),
     ],

@@ -1,23 +1,36 @@
 """Settings known to learn on each environment family: the defaults of ``rlcore train``, of the
-examples and of GAIL (:func:`gail_settings`). Plain data, overridable field by field."""
+examples and of GAIL (:func:`gail_settings`). Typed data: each preset holds the algorithms' own
+config objects and a trainer config, checked when the preset is built; the CLI overrides them
+field by field (``dataclasses.replace``) with its flags and the run's seed and length."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlcore.algos.a2c import A2CConfig
+from rlcore.algos.ddpg import DDPGConfig
+from rlcore.algos.dqn import DQNConfig
 from rlcore.algos.gail import GAILConfig
 from rlcore.algos.ppo import PPOConfig
+from rlcore.algos.r2d2 import R2D2Config
+from rlcore.algos.sac import SACConfig
+from rlcore.algos.td3 import TD3Config
+from rlcore.algos.vpg import VPGConfig
 from rlcore.buffers.replay import ReplayBuffer
 from rlcore.envs.atari import is_atari
+from rlcore.trainers.off_policy import OffPolicyTrainerConfig
 from rlcore.trainers.on_policy import OnPolicyTrainerConfig
 
 __all__ = [
     "ATARI_CAPACITY",
     "MUJOCO_ENVS",
+    "AlgoConfig",
     "GAILSettings",
+    "OffPolicyPreset",
     "OnPolicyPreset",
-    "Preset",
     "atari_replay_buffer",
     "gail_settings",
     "on_policy_preset_for",
@@ -29,31 +42,35 @@ MUJOCO_ENVS: tuple[str, ...] = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Hum
 """Prefixes of the MuJoCo locomotion env ids (``HalfCheetah-v5``, ...), which share presets."""
 
 
-@dataclass(frozen=True)
-class Preset:
-    """Per-environment defaults of ``rlcore train`` (all overridable by flags)."""
+AlgoConfig = DQNConfig | DDPGConfig | TD3Config | SACConfig | R2D2Config | PPOConfig | A2CConfig | VPGConfig
+"""The config of any algorithm a preset names."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OffPolicyPreset:
+    """Per-environment defaults of ``rlcore train`` for the off-policy algorithms (DQN, DDPG, TD3,
+    SAC) and R2D2; every field is overridable by a flag where one exists."""
 
     num_envs: int = 1
-    """Training envs (a SyncVectorEnv)."""
+    """Training envs (a SyncVectorEnv; ``--num-envs``)."""
     steps: int = 50_000
-    """Default ``--steps``."""
+    """Default ``--steps`` (env steps)."""
     capacity: int = 1_000_000
-    """Replay capacity in rows."""
-    gamma: float = 0.99
-    """Discount."""
-    trainer: dict[str, Any] = field(default_factory=dict)
-    """Extra ``OffPolicyTrainerConfig`` fields."""
+    """Replay capacity in rows (cut to ``--steps`` plus room for the run's episodes)."""
     eval_every_env_steps: int = 5_000
-    """Evaluate every this many env steps."""
-    algo: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Extra config fields per algorithm name."""
-    dqn_lr_anneal: bool = False
-    """Anneal DQN's learning rate linearly to 0 over the run (``--steps``)."""
-    n_step: int = 1
-    """Default ``--n-step``."""
+    """Evaluate about every this many env steps."""
+    trainer: OffPolicyTrainerConfig = field(default_factory=OffPolicyTrainerConfig)
+    """The schedule (collect steps, update-to-data ratio, batch size, warm-up, n-step, gamma,
+    evaluation episodes); ``max_env_steps``, ``eval_every``, ``seed`` and the checkpoint interval
+    are set per run."""
+    configs: Mapping[str, AlgoConfig] = field(default_factory=dict)
+    """The config of each algorithm that differs from its defaults, by ``--algo`` name; its
+    ``seed`` and the schedules tied to ``--steps`` are set per run."""
+    anneal_lr_over_run: bool = False
+    """Anneal the learning rate of DQN and R2D2 linearly to 0 over ``--steps``."""
     dqn_eps_decay_fraction: float | None = None
-    """Decay DQN's epsilon over this fraction of the run (``--steps``) instead of the config's
-    ``eps_decay_env_steps``."""
+    """Decay DQN's epsilon over this fraction of ``--steps`` (``None``: the config's
+    ``eps_decay_env_steps``)."""
 
 
 ATARI_CAPACITY = 100_000
@@ -69,7 +86,11 @@ def atari_replay_buffer(capacity: int, *, num_envs: int, seed: int) -> ReplayBuf
     return ReplayBuffer(capacity, num_envs=num_envs, seed=seed, frame_stack=4)
 
 
-def preset_for(env_id: str, *, her: bool) -> Preset:
+_PLAIN_DDPG = DDPGConfig(random_action_prob=0.0, action_l2=0.0, exploration_noise=0.1, tau=0.005)
+"""DDPG without the HER paper's random actions and action penalty (TD3 paper's DDPG settings)."""
+
+
+def preset_for(env_id: str, *, her: bool) -> OffPolicyPreset:
     """The defaults for ``env_id`` (goal envs with HER, Atari, Pendulum, CartPole, MuJoCo, anything else)."""
     if not her and is_atari(env_id):
         # DQN's Atari settings: RL Baselines3 Zoo's dqn.yml for Atari (lr 1e-4, batch 32, buffer
@@ -77,171 +98,122 @@ def preset_for(env_id: str, *, her: bool) -> Preset:
         # exploration_fraction 0.1, final eps 0.01, Huber loss, gradient norm 10), with 20k
         # random warm-up steps (the zoo: 100k of 10M) for a 500k-step run; gamma 0.99. Evaluation
         # with epsilon 0.05 (Mnih et al. 2015) on whole games with the raw score.
-        return Preset(
-            num_envs=1,
+        return OffPolicyPreset(
             steps=500_000,
             capacity=ATARI_CAPACITY,
-            gamma=0.99,
-            trainer={
-                "collect_env_steps": 4,
-                "utd_ratio": 0.25,
-                "batch_size": 32,
-                "warmup_env_steps": 20_000,
-                "eval_episodes": 10,
-            },
+            trainer=OffPolicyTrainerConfig(
+                collect_env_steps=4, utd_ratio=0.25, batch_size=32, warmup_env_steps=20_000, eval_episodes=10
+            ),
             eval_every_env_steps=25_000,
-            algo={
-                "dqn": {
-                    "lr": 1e-4,
-                    "loss": "huber",
-                    "huber_delta": 1.0,
-                    "max_grad_norm": 10.0,
-                    "target_update_interval": 250,
-                    "eps_start": 1.0,
-                    "eps_end": 0.01,
-                    "double_q": False,
-                    "eval_epsilon": 0.05,
-                }
+            configs={
+                "dqn": DQNConfig(
+                    lr=1e-4,
+                    loss="huber",
+                    huber_delta=1.0,
+                    max_grad_norm=10.0,
+                    target_update_interval=250,
+                    eps_start=1.0,
+                    eps_end=0.01,
+                    double_q=False,
+                    eval_epsilon=0.05,
+                )
             },
             dqn_eps_decay_fraction=0.1,
         )
     if her:
         gamma = 0.98
         clip = (-1.0 / (1.0 - gamma), 0.0)
-        return Preset(
+        fetch = {"normalize_obs": True, "hidden": (256, 256, 256), "actor_lr": 1e-3, "critic_lr": 1e-3, "tau": 0.05}
+        return OffPolicyPreset(
             num_envs=2,
             steps=5_000,
-            capacity=1_000_000,
-            gamma=gamma,
-            trainer={
-                "collect_env_steps": 50,
-                "utd_ratio": 0.5,
-                "batch_size": 256,
-                "warmup_env_steps": 0,
-                "eval_episodes": 10,
-            },
+            trainer=OffPolicyTrainerConfig(
+                collect_env_steps=50, utd_ratio=0.5, batch_size=256, warmup_env_steps=0, eval_episodes=10, gamma=gamma
+            ),
             eval_every_env_steps=500,
-            algo={
-                "ddpg": {"q_target_clip": clip},
-                "td3": {
-                    "q_target_clip": clip,
-                    "normalize_obs": True,
-                    "exploration_noise": 0.2,
-                    "hidden": (256, 256, 256),
-                    "actor_lr": 1e-3,
-                    "critic_lr": 1e-3,
-                    "tau": 0.05,
-                },
-                "sac": {
-                    "q_target_clip": clip,
-                    "normalize_obs": True,
-                    "hidden": (256, 256, 256),
-                    "actor_lr": 1e-3,
-                    "critic_lr": 1e-3,
-                    "alpha_lr": 1e-3,
-                    "tau": 0.05,
-                },
-                "dqn": {},
+            configs={
+                "ddpg": DDPGConfig(q_target_clip=clip),
+                "td3": TD3Config(q_target_clip=clip, exploration_noise=0.2, **fetch),
+                "sac": SACConfig(q_target_clip=clip, alpha_lr=1e-3, **fetch),
             },
         )
     if env_id.startswith(("CartPole", "rlcore/CartPole")):  # rlcore/CartPoleNoVel-v1 too
-        return Preset(
+        return OffPolicyPreset(
             steps=50_000,
             capacity=100_000,
-            trainer={"collect_env_steps": 256, "utd_ratio": 0.5, "batch_size": 64, "warmup_env_steps": 1_000},
+            trainer=OffPolicyTrainerConfig(collect_env_steps=256, utd_ratio=0.5, batch_size=64, warmup_env_steps=1_000),
             eval_every_env_steps=5_000,
-            algo={
-                "dqn": {
-                    "hidden": (256, 256),
-                    "lr": 2.3e-3,
-                    "target_update_interval": 128,
-                    "eps_decay_env_steps": 8_000,
-                    "eps_end": 0.04,
-                }
+            configs={
+                "dqn": DQNConfig(
+                    hidden=(256, 256), lr=2.3e-3, target_update_interval=128, eps_decay_env_steps=8_000, eps_end=0.04
+                )
             },
             # Without annealing, DQN with these zoo settings reaches 500 but keeps oscillating
             # (final evaluations 500 and 194 on two seeds); annealed, 5/5 seeds end at 500.
-            dqn_lr_anneal=True,
+            anneal_lr_over_run=True,
         )
     if env_id.startswith("Pendulum"):
-        return Preset(
+        return OffPolicyPreset(
             steps=20_000,
             capacity=200_000,
-            trainer={"collect_env_steps": 1, "utd_ratio": 1.0, "batch_size": 256, "warmup_env_steps": 1_000},
+            trainer=OffPolicyTrainerConfig(collect_env_steps=1, utd_ratio=1.0, batch_size=256, warmup_env_steps=1_000),
             eval_every_env_steps=1_000,
-            algo={
-                "ddpg": {"random_action_prob": 0.0, "action_l2": 0.0, "exploration_noise": 0.1, "tau": 0.005}
-            },
+            configs={"ddpg": _PLAIN_DDPG},
         )
     if env_id.startswith(MUJOCO_ENVS):
         # SAC: Tianshou's MuJoCo SAC settings (examples/mujoco: actor and critic learning rates
         # 1e-3, alpha's 3e-4 from alpha = 1, 256x256, batch 256, 10k random steps, one update per
         # env step, 10 evaluation episodes every 5k steps), the ones behind the published curves
         # that docs/training.md compares with; SB3's 3e-4 learns HalfCheetah more slowly early on.
-        return Preset(
+        return OffPolicyPreset(
             steps=100_000,
-            trainer={
-                "collect_env_steps": 1,
-                "utd_ratio": 1.0,
-                "batch_size": 256,
-                "warmup_env_steps": 10_000,
-                "eval_episodes": 10,
-            },
+            trainer=OffPolicyTrainerConfig(
+                collect_env_steps=1, utd_ratio=1.0, batch_size=256, warmup_env_steps=10_000, eval_episodes=10
+            ),
             eval_every_env_steps=5_000,
-            algo={
-                "sac": {"actor_lr": 1e-3, "critic_lr": 1e-3, "alpha_lr": 3e-4, "hidden": (256, 256)},
-                "ddpg": {
-                    "random_action_prob": 0.0,
-                    "action_l2": 0.0,
-                    "exploration_noise": 0.1,
-                    "tau": 0.005,
-                    "hidden": (256, 256),
-                }
+            configs={
+                "sac": SACConfig(actor_lr=1e-3, critic_lr=1e-3, alpha_lr=3e-4, hidden=(256, 256)),
+                "ddpg": dataclasses.replace(_PLAIN_DDPG, hidden=(256, 256)),
             },
         )
-    return Preset(
-        trainer={"collect_env_steps": 1, "utd_ratio": 1.0, "batch_size": 256, "warmup_env_steps": 1_000},
-        algo={"ddpg": {"random_action_prob": 0.0, "action_l2": 0.0, "exploration_noise": 0.1, "tau": 0.005}},
+    return OffPolicyPreset(
+        trainer=OffPolicyTrainerConfig(collect_env_steps=1, utd_ratio=1.0, batch_size=256, warmup_env_steps=1_000),
+        configs={"ddpg": _PLAIN_DDPG},
     )
 
 
-def recurrent_preset_for(env_id: str) -> Preset:
+def recurrent_preset_for(env_id: str) -> OffPolicyPreset:
     """The defaults of ``rlcore train --algo r2d2`` (:class:`~rlcore.trainers.recurrent.RecurrentTrainer`):
     8 envs, one gradient step on 32 sequences every 4 env steps after 5,000 env steps, 3-step
-    returns; ``algo["r2d2"]`` holds the R2D2 fields of the best configuration measured on
-    ``rlcore/CartPoleNoVel-v1`` (docs/sequences.md, configuration G: F's previous action as input,
-    observation normalisation, 8 + 24-step sequences, Adam 5e-4 annealed over the run,
-    ``lr_anneal_env_steps=True`` meaning ``--steps``, plus R2D2's value rescaling h)."""
-    return Preset(
+    returns; the R2D2 config of the best configuration measured on ``rlcore/CartPoleNoVel-v1``
+    (docs/sequences.md, configuration G: F's previous action as input, observation normalisation,
+    8 + 24-step sequences, Adam 5e-4 annealed over the run, plus R2D2's value rescaling h)."""
+    del env_id  # one preset for every env so far
+    return OffPolicyPreset(
         num_envs=8,
         steps=200_000,
         capacity=200_000,
-        trainer={
-            "collect_env_steps": 8,
-            "utd_ratio": 1 / 4,
-            "batch_size": 32,
-            "warmup_env_steps": 5_000,
-            "eval_episodes": 5,
-        },
+        trainer=OffPolicyTrainerConfig(
+            collect_env_steps=8, utd_ratio=1 / 4, batch_size=32, warmup_env_steps=5_000, eval_episodes=5, n_step=3
+        ),
         eval_every_env_steps=10_000,
-        algo={
-            "r2d2": {
-                "lr": 5e-4,
-                "lr_anneal_env_steps": True,
-                "target_update_interval": 1_000,
-                "seq_len": 24,
-                "normalize_obs": True,
-                "prev_action_input": True,
-                "value_rescaling": True,
-            }
+        configs={
+            "r2d2": R2D2Config(
+                lr=5e-4,
+                target_update_interval=1_000,
+                seq_len=24,
+                normalize_obs=True,
+                prev_action_input=True,
+                value_rescaling=True,
+            )
         },
-        n_step=3,
+        anneal_lr_over_run=True,
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OnPolicyPreset:
-    """Per-environment defaults of ``rlcore train`` for an on-policy algorithm (flags override)."""
+    """Per-environment defaults of ``rlcore train`` for one on-policy algorithm (flags override)."""
 
     num_envs: int = 8
     """Training envs (a SyncVectorEnv)."""
@@ -251,64 +223,62 @@ class OnPolicyPreset:
     """Vector steps per rollout."""
     eval_every_env_steps: int = 10_000
     """Evaluate about every this many env steps."""
-    algo: dict[str, Any] = field(default_factory=dict)
-    """Config fields of the algorithm (``lr_anneal_env_steps=True`` means: anneal over ``--steps``)."""
+    config: PPOConfig | A2CConfig | VPGConfig
+    """The algorithm's config; its ``seed`` (PPO) and, with :attr:`anneal_lr_over_run`, its
+    learning-rate schedule are set per run."""
+    anneal_lr_over_run: bool = False
+    """Anneal the learning rate linearly to 0 over ``--steps``."""
+
+
+_ON_POLICY = {"ppo": PPOConfig, "a2c": A2CConfig, "vpg": VPGConfig}
 
 
 def on_policy_preset_for(env_id: str, algo: str) -> OnPolicyPreset:
-    """Defaults for ``algo`` on ``env_id``: the tuned CartPole / Pendulum / MuJoCo settings of
-    docs/training.md ("On-policy"), SB3's defaults elsewhere."""
+    """Defaults for ``algo`` (``"ppo"``, ``"a2c"`` or ``"vpg"``) on ``env_id``: the tuned CartPole /
+    Pendulum / MuJoCo settings of docs/training.md ("On-policy"), SB3's defaults elsewhere."""
+    cls = _ON_POLICY[algo]
     if env_id.startswith("CartPole"):
         return {
             "ppo": OnPolicyPreset(
                 steps=30_000,
                 num_steps=32,
                 eval_every_env_steps=2_560,
-                algo={
-                    "gamma": 0.98,
-                    "gae_lambda": 0.8,
-                    "n_epochs": 20,
-                    "minibatch_size": 256,
-                    "lr": 1e-3,
-                    "lr_anneal_env_steps": 100_000,
-                    "clip_anneal_env_steps": 100_000,
-                },
+                config=PPOConfig(
+                    gamma=0.98,
+                    gae_lambda=0.8,
+                    n_epochs=20,
+                    minibatch_size=256,
+                    lr=1e-3,
+                    lr_anneal_env_steps=100_000,
+                    clip_anneal_env_steps=100_000,
+                ),
             ),
-            "a2c": OnPolicyPreset(
-                num_steps=5, eval_every_env_steps=5_000, algo={"lr_anneal_env_steps": True}
-            ),
-            "vpg": OnPolicyPreset(num_steps=250, eval_every_env_steps=6_000, algo={}),
+            "a2c": OnPolicyPreset(num_steps=5, eval_every_env_steps=5_000, config=A2CConfig(), anneal_lr_over_run=True),
+            "vpg": OnPolicyPreset(num_steps=250, eval_every_env_steps=6_000, config=VPGConfig()),
         }[algo]
     if env_id.startswith("Pendulum"):
+        shared: dict[str, Any] = {"gamma": 0.9, "gae_lambda": 0.95, "normalize_obs": True, "normalize_returns": True}
+        config: PPOConfig | A2CConfig | VPGConfig
+        if algo == "ppo":
+            config = PPOConfig(**shared, lr=1e-3, n_epochs=10, minibatch_size=256)
+        elif algo == "a2c":
+            config = A2CConfig(**shared, lr=1e-3)
+        else:
+            config = VPGConfig(**shared, policy_lr=1e-3)  # VPG: separate policy and value learning rates
         return OnPolicyPreset(
-            num_envs=8,
-            steps=150_000,
-            num_steps=256,
-            eval_every_env_steps=10_240,
-            algo={
-                "gamma": 0.9,
-                "gae_lambda": 0.95,
-                "lr": 1e-3,
-                "lr_anneal_env_steps": True,
-                "normalize_obs": True,
-                "normalize_returns": True,
-                **({"n_epochs": 10, "minibatch_size": 256} if algo == "ppo" else {}),
-            },
+            num_envs=8, steps=150_000, num_steps=256, eval_every_env_steps=10_240, config=config, anneal_lr_over_run=True
         )
     if env_id.startswith(MUJOCO_ENVS):
+        extra = {"value_clip_coef": 0.2} if algo == "ppo" else {}
         return OnPolicyPreset(
             num_envs=1,
             steps=1_000_000,
             num_steps=2048,
             eval_every_env_steps=20_480,
-            algo={
-                "lr_anneal_env_steps": True,
-                "normalize_obs": True,
-                "normalize_returns": True,
-                **({"value_clip_coef": 0.2} if algo == "ppo" else {}),
-            },
+            config=cls(normalize_obs=True, normalize_returns=True, **extra),
+            anneal_lr_over_run=True,
         )
-    return OnPolicyPreset()
+    return OnPolicyPreset(config=cls())
 
 
 @dataclass(frozen=True)
@@ -354,34 +324,28 @@ def gail_settings(
         seed: seed of PPO's shuffling, the discriminator's sampling and the trainer.
     """
     preset = on_policy_preset_for(env_id, "ppo")
+    ppo = preset.config
+    assert isinstance(ppo, PPOConfig)
     if env_id.startswith("CartPole"):
         # The `rlcore train --algo ppo` preset (8 x 32 steps, 20 epochs of 256 at 1e-3, clip range
         # annealed over 100k steps) ended seed 1 at 293 (seed 0: 500); with a constant clip range
         # seeds 0-2 ended at 118 / 188 / 500. These settings: 500 / 500 / 500 (docs/imitation.md).
         steps = steps or 200_000
         num_steps, eval_every_env_steps = 256, 4_096
-        algo: dict[str, Any] = {
-            "gamma": 0.98,
-            "gae_lambda": 0.95,
-            "lr": 3e-4,
-            "n_epochs": 10,
-            "minibatch_size": 64,
-        }
+        ppo = PPOConfig(gamma=0.98, gae_lambda=0.95, lr=3e-4, n_epochs=10, minibatch_size=64)
     else:
         if env_id.startswith("Pendulum"):
             steps = steps or 300_000
         steps = steps or (preset.steps if env_id.startswith(MUJOCO_ENVS) else 3 * preset.steps)
         num_steps, eval_every_env_steps = preset.num_steps, preset.eval_every_env_steps
-        algo = {
-            k: v for k, v in preset.algo.items() if k not in ("lr_anneal_env_steps", "clip_anneal_env_steps")
-        }
+        ppo = dataclasses.replace(ppo, lr_anneal_env_steps=None, clip_anneal_env_steps=None)
         if env_id.startswith("Pendulum"):
             # gamma 0.9 -> 0.95 and Adam 1e-3 -> 3e-4: final evaluations -381 (1e-3, gamma 0.9, one
             # seed), then -145 / -401 / -142 (1e-3), then -222 / -182 / -171 (3e-4) for seeds 0-2
             # at 300k env steps (docs/imitation.md).
-            algo.update(gamma=0.95, lr=3e-4)
+            ppo = dataclasses.replace(ppo, gamma=0.95, lr=3e-4)
     num_envs = num_envs or preset.num_envs
-    ppo = PPOConfig(**algo, lr_anneal_env_steps=steps, seed=seed)
+    ppo = dataclasses.replace(ppo, lr_anneal_env_steps=steps, seed=seed)
     per_iter = num_steps * num_envs
     gail = GAILConfig(
         disc_updates=max(1, per_iter // 256),

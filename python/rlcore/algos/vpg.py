@@ -66,6 +66,9 @@ class VPGConfig:
     """Scale rewards by the running std of the discounted return."""
     init_log_std: float = -0.5
     """Initial log standard deviation of the Gaussian policy (continuous actions)."""
+    seed: int | None = None
+    """Seed of the action-sampling generators (``None``: drawn from torch's global generator when
+    the algorithm is built)."""
 
     def __post_init__(self) -> None:
         """Raises :class:`~rlcore.errors.InvalidValueError` for an out-of-range field."""

@@ -61,8 +61,6 @@ def collect_expert_command(args: argparse.Namespace) -> int:
     """``rlcore collect-expert`` (called by :func:`rlcore.cli.main`)."""
     from rlcore.cli.common import UsageError
 
-    if args.episodes < 1:
-        raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     try:
         data = collect_expert(
             algo=args.algo,

@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from rlcore.envs.robotics import register_robotics
-
-ALGOS = ("dqn", "ddpg", "td3", "sac", "vpg", "a2c", "ppo")  # the last three: rlcore.cli.train_on_policy
-RECURRENT_ALGOS = ("r2d2",)  # rlcore.cli.train, with rlcore.trainers.recurrent
-IMITATION_ALGOS = ("bc", "gail")  # rlcore.cli.imitation, with --expert PATH
-
 
 RESUME_OWN = Path("\0own-checkpoint")
 """``--resume`` without a value: the run directory's own checkpoint (:func:`resolve_resume`)."""
@@ -30,18 +24,48 @@ def _make_envs(
     from rlcore.envs.make import make_vec
     from rlcore.errors import ApiUsageError, InvalidValueError
 
-    if backend == "gymnasium" and env_id not in gym.registry:
-        register_robotics()
-        if env_id not in gym.registry:
-            raise UsageError(
-                f"unknown environment {env_id!r} (not registered in gymnasium; robotics envs need gymnasium-robotics)"
-            )
+    if backend == "gymnasium":
+        check_env_id(env_id)
     try:
         return make_vec(env_id, num_envs, backend=backend, async_batch=async_batch, seed=seed)  # type: ignore[arg-type]
     except gym.error.DependencyNotInstalled as e:
         raise UsageError(f"{env_id}: {e}") from e
     except (ApiUsageError, InvalidValueError) as e:
         raise UsageError(f"--backend {backend}: {e}") from e
+
+
+def check_env_id(env_id: str) -> None:
+    """Check that gymnasium knows ``env_id`` (after registering gymnasium-robotics', ale-py's and
+    rlcore's own envs); imports gymnasium, not torch.
+
+    Raises:
+        UsageError: an unknown id, with the closest registered ids.
+    """
+    import difflib
+
+    import gymnasium as gym
+
+    from rlcore.envs.robotics import register_robotics
+
+    if env_id in gym.registry:
+        return
+    register_robotics()
+    if env_id.startswith("ALE/"):
+        try:
+            import ale_py
+
+            gym.register_envs(ale_py)
+        except ImportError:
+            raise UsageError(f"{env_id}: Atari games need ale-py (pip install 'rlcore[atari]')") from None
+    import rlcore.envs  # noqa: F401 - registers rlcore/CartPoleNoVel-v1
+
+    if env_id in gym.registry:
+        return
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise UsageError(
+        f"unknown environment {env_id!r} (not registered in gymnasium; robotics envs need gymnasium-robotics){hint}"
+    )
 
 
 def load_resume(trainer: Any, args: argparse.Namespace) -> None:
@@ -234,17 +258,43 @@ def resume_hint(out: Path) -> str:
     return "rlcore " + " ".join(shlex.quote(a) for a in [*argv, "--out", str(out), "--resume"])
 
 
-def run_to_end(
-    trainer: Any,
-    args: argparse.Namespace,
-    out: Path,
-    *,
-    details: dict[str, Any],
-    total: int | None,
-    every_iterations: int = 1,
-) -> int:
+@dataclass(frozen=True)
+class Built:
+    """What a family's builder (:mod:`rlcore.cli.off_policy`, :mod:`~rlcore.cli.on_policy`,
+    :mod:`~rlcore.cli.imitation`) hands to the driver, :func:`rlcore.cli.train.train_command`."""
+
+    trainer: Any
+    """The trainer, built from the flags and the preset (not resumed yet)."""
+    details: dict[str, Any]
+    """What ``config.json`` records beside the command, the flags and the trainer's config."""
+    total: int | None
+    """The progress bar's length in env steps (``None``: no env steps, e.g. BC)."""
+    every_iterations: int = 1
+    """Write iterations without an episode or evaluation to the logs only every this many."""
+
+
+def torch_device(name: str) -> Any:
+    """The ``torch.device`` of ``--device`` (``auto``: cuda when available), checked by allocating
+    on it.
+
+    Raises:
+        UsageError: the device is not usable here.
+    """
+    import torch
+
+    from rlcore.algos.common import resolve_device
+
+    try:
+        device = resolve_device(name)
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as e:
+        raise UsageError(f"--device {name!r} is not usable: {str(e).splitlines()[0]}") from e
+    return device
+
+
+def run_to_end(built: Built, args: argparse.Namespace, out: Path) -> int:
     """The tail of every ``rlcore train``: write ``config.json`` (the command, the flags and
-    ``details``), run ``trainer`` to its horizon with the console, JSONL and TensorBoard loggers,
+    ``built.details``), run the trainer to its horizon with the console, JSONL and TensorBoard loggers,
     checkpointing into ``out/checkpoint`` (every ``--checkpoint-every``, at the end, on
     SIGINT/SIGTERM), and print one summary line. Returns the exit status: 0, or 128 + the signal's
     number when a signal stopped the run (after its checkpoint, with the command that resumes it)."""
@@ -255,17 +305,19 @@ def run_to_end(
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
     from rlcore.trainers.signals import RunInterrupted
 
+    trainer = built.trainer
     config = {
         "command": "rlcore " + " ".join(sys.argv[1:]),
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "trainer_config": dataclasses.asdict(trainer.config),
-        **details,
+        **built.details,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
+    every = built.every_iterations
     logger = MultiLogger(
-        ConsoleLogger(total, disable=args.no_progress),
-        JsonlLogger(out / "metrics.jsonl", every_iterations=every_iterations),
-        TensorBoardLogger(out / "tb", every_iterations=every_iterations),
+        ConsoleLogger(built.total, disable=args.no_progress),
+        JsonlLogger(out / "metrics.jsonl", every_iterations=every),
+        TensorBoardLogger(out / "tb", every_iterations=every),
     )
     interrupted: RunInterrupted | None = None
     try:

@@ -17,34 +17,44 @@ import sys
 from collections.abc import Sequence
 
 from rlcore.cli.common import UsageError
-from rlcore.cli.parser import build_parser
-from rlcore.cli.plot import plot_command
-from rlcore.cli.train import train_command
+from rlcore.cli.parser import build_parser, subparser
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rlcore`` console script; returns the exit status."""
+    """Entry point of the ``rlcore`` console script; returns the exit status.
+
+    The arguments are parsed and checked before torch or gymnasium is imported, so a mistake is
+    answered at once."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     try:
-        if args.command == "train" and args.seeds is not None:
-            from rlcore.cli.seeds import run_seeds
+        if args.command == "train":
+            from rlcore.cli.algorithms import check_flags
 
-            return run_seeds(parser, args, argv)
-        if args.command == "train" and args.jobs != 1:
-            raise UsageError("--jobs is for --seeds (how many seeds run at once)")
+            complaint = check_flags(subparser(parser, "train"), args)
+            if complaint is not None:
+                raise UsageError(complaint)
+            if args.seeds is not None:
+                from rlcore.cli.seeds import run_seeds
+
+                return run_seeds(parser, args, argv)
+            from rlcore.cli.train import train_command
+
+            return train_command(args)
         if args.command == "collect-expert":
             from rlcore.cli.collect_expert import collect_expert_command
 
             return collect_expert_command(args)
-        if args.command == "convert-checkpoint":
-            from rlcore.cli.convert_checkpoint import convert_checkpoint_command
+        if args.command == "enjoy":
+            from rlcore.cli.enjoy import enjoy_command
 
-            return convert_checkpoint_command(args)
-        return train_command(args) if args.command == "train" else plot_command(args)
+            return enjoy_command(args)
+        from rlcore.cli.plot import plot_command
+
+        return plot_command(args)
     except UsageError as e:
         print(f"rlcore: error: {e}", file=sys.stderr)
         return 2

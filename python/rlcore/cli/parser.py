@@ -1,13 +1,30 @@
-"""The ``rlcore`` argument parser: every command and flag, with their help texts."""
+"""The ``rlcore`` argument parser: every command and flag, with their help texts and the
+``type=`` functions that check their ranges. Imports nothing heavy: a mistake is answered before
+torch or gymnasium loads."""
 
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 from pathlib import Path
 from typing import NoReturn
 
-from rlcore.cli.common import ALGOS, IMITATION_ALGOS, RECURRENT_ALGOS, RESUME_OWN
+from rlcore.cli.algorithms import ALGORITHMS
+from rlcore.cli.common import RESUME_OWN
+
+EXAMPLES = """examples:
+  rlcore train --algo sac --env Pendulum-v1 --steps 15000
+  rlcore train --algo ddpg --env FetchReach-v4 --her --steps 5000
+  rlcore train --algo dqn --env CartPole-v1 --n-step 3 --prioritized
+  rlcore train --algo sac --env HalfCheetah-v5 --steps 300000 --seeds 0-4 --jobs 2 --out runs/cheetah
+  rlcore train --algo sac --env HalfCheetah-v5 --steps 300000 --seeds 0-4 --jobs 2 --out runs/cheetah --resume
+  rlcore plot runs/cheetah/s0 runs/cheetah/s1 runs/cheetah/s2 runs/cheetah/s3 runs/cheetah/s4
+"""
+
+EXPERT_ALGOS = tuple(a.name for a in ALGORITHMS.values() if a.family in ("off-policy", "on-policy"))
+"""The algorithms ``rlcore collect-expert`` can train an expert with."""
 
 DEFAULT_CHECKPOINT_EVERY = 25_000
 """``--checkpoint-every`` when not given: a MuJoCo SAC run on one core loses at most ~5 minutes."""
@@ -54,23 +71,60 @@ def seed_list(text: str) -> list[int]:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:  # argparse lists the choices; say which one was probably meant
+            options = re.findall(r"[\w-]+", choice.group(2))
+            close = difflib.get_close_matches(choice.group(1), options, n=1, cutoff=0.5)
+            if close:
+                message += f"; did you mean {close[0]!r}?"
         self.exit(2, f"rlcore: error: {message} (see `{self.prog} --help`)\n")
 
 
+def subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of the command ``name`` (``"train"``, ...) inside :func:`build_parser`'s parser."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]
+    raise KeyError(name)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import rlcore
+
+    names = ", ".join(a.name.upper() for a in ALGORITHMS.values())
     parser = _Parser(
         prog="rlcore",
-        description="Train RL agents (DQN, DDPG, TD3, SAC, VPG, A2C, PPO, BC, GAIL) on gymnasium envs with the rlcore replay core.",
+        description=f"Train RL agents ({names}) on gymnasium envs with the rlcore replay core.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"rlcore {rlcore.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train = sub.add_parser(
         "train",
         help="train an agent",
-        description="Train DQN, DDPG, TD3, SAC, VPG, A2C or PPO on a gymnasium env.",
+        description=f"Train {names} on a gymnasium env. A flag that does not apply to --algo is refused.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    train.add_argument("--algo", required=True, choices=ALGOS + RECURRENT_ALGOS + IMITATION_ALGOS, help="algorithm")
+    train.add_argument("--algo", required=True, choices=tuple(ALGORITHMS), help="algorithm")
     train.add_argument(
-        "--expert", type=Path, default=None, help="with --algo bc/gail: dataset of `rlcore collect-expert`"
+        "--expert", type=Path, default=None, help="with --algo bc/gail: dataset of `rlcore collect-expert`, a D4RL-format file or a Minari id"
+    )
+    # offline RL (issue 42, rlcore.cli.offline)
+    train.add_argument(
+        "--dataset",
+        default=None,
+        help="with --algo td3bc/iql/cql: a D4RL-format HDF5 file, a local Minari dataset id or an rlcore buffer save",
+    )
+    train.add_argument(
+        "--ref-returns",
+        type=float,
+        nargs=2,
+        default=None,
+        metavar=("RANDOM", "EXPERT"),
+        help="with --algo td3bc/iql/cql: returns of a random and an expert policy for D4RL's normalised score "
+        "(default: the Minari dataset's, else D4RL's for the env's task)",
     )
     train.add_argument(
         "--env", required=True, help="gymnasium env id, e.g. FetchReach-v4, Pendulum-v1, CartPole-v1"
@@ -78,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--her", action="store_true", help="hindsight experience replay (goal envs with dict observations)"
     )
-    train.add_argument("--n-step", type=int, default=None, help="n of the n-step return (default 1; 3 for r2d2)")
+    train.add_argument("--n-step", type=positive_int, default=None, help="n of the n-step return (default 1; 3 for r2d2)")
     train.add_argument(
         "--prioritized", action="store_true", help="prioritized replay (alpha 0.6, beta 0.4 -> 1.0)"
     )
@@ -88,7 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="with --algo r2d2: learn h(Q), R2D2's invertible value rescaling (default: the preset's)",
     )
-    train.add_argument("--steps", type=int, default=None, help="training env steps (default: per env)")
+    train.add_argument(
+        "--steps", type=positive_int, default=None, help="training env steps; gradient steps for bc (default: per env)"
+    )
     train.add_argument("--seed", type=int, default=0, help="seed of envs, networks and buffer (default 0)")
     train.add_argument(
         "--seeds",
@@ -115,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--warmup-env-steps",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="off-policy algorithms: env steps of uniformly random actions before the first update "
         "(learning_starts; default: per env)",
@@ -123,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--device", default="auto", help="torch device: auto, cpu, cuda, cuda:1 ... (default auto)"
     )
-    train.add_argument("--num-envs", type=int, default=None, help="training envs (default: per env)")
+    train.add_argument("--num-envs", type=positive_int, default=None, help="training envs (default: per env)")
     train.add_argument(
         "--backend",
         choices=("gymnasium", "envpool"),
@@ -132,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--async-batch",
-        type=int,
+        type=positive_int,
         default=None,
         help="asynchronous collection: each step acts on the first B envs to finish (EnvPool, off-policy "
         "algorithms; --num-envs a multiple of B); with gymnasium, B = --num-envs gives AsyncVectorEnv",
@@ -150,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace the run in the run directory: first remove its config.json, metrics.jsonl, tb/, "
         "checkpoint/ and plots (nothing else)",
     )
-    train.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    train.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
     train.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     train.add_argument(
         "--distributed",
@@ -158,10 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="collectors and replay shards as Ray actors (off-policy algorithms; pip install rlcore[ray])",
     )
     train.add_argument(
-        "--num-collectors", type=int, default=2, help="with --distributed: collector actors (default 2)"
+        "--num-collectors", type=positive_int, default=2, help="with --distributed: collector actors (default 2)"
     )
     train.add_argument(
-        "--num-shards", type=int, default=2, help="with --distributed: replay shards (default 2)"
+        "--num-shards", type=positive_int, default=2, help="with --distributed: replay shards (default 2)"
     )
     train.add_argument(
         "--ray-address",
@@ -195,9 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train an expert with `rlcore train` (or load --checkpoint), roll out its deterministic "
         "policy for --episodes episodes and save them with ReplayBuffer.save (load with ReplayBuffer.load).",
     )
-    expert.add_argument("--algo", required=True, choices=ALGOS, help="algorithm of the expert")
+    expert.add_argument("--algo", required=True, choices=EXPERT_ALGOS, help="algorithm of the expert")
     expert.add_argument("--env", required=True, help="gymnasium env id, e.g. CartPole-v1, Pendulum-v1")
-    expert.add_argument("--episodes", type=int, required=True, help="episodes to record")
+    expert.add_argument("--episodes", type=positive_int, required=True, help="episodes to record")
     expert.add_argument("--out", type=Path, required=True, help="directory of the saved dataset")
     expert.add_argument(
         "--checkpoint",
@@ -206,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run directory of `rlcore train`: loaded if it holds a checkpoint, else the expert is trained "
         "there (default runs/expert-ENV-ALGO-sSEED)",
     )
-    expert.add_argument("--steps", type=int, default=None, help="training env steps (default: per env)")
+    expert.add_argument("--steps", type=positive_int, default=None, help="training env steps (default: per env)")
     expert.add_argument("--seed", type=int, default=0, help="seed of training and recording (default 0)")
     expert.add_argument(
         "--minari",
@@ -214,14 +270,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="also write a Minari dataset of this id, e.g. rlcore/hopper-expert-v0 (pip install rlcore[minari])",
     )
-    conv = sub.add_parser(
-        "convert-checkpoint",
-        help="convert a trusted checkpoint of the old pickle format (before 0.2)",
-        description="UNPICKLES OLD_DIR/trainer.pt and OLD_DIR/buffer.pkl, which runs any code they contain: "
-        "use it only on checkpoints you trust. NEW_DIR then loads without running code.",
-    )
-    conv.add_argument("old", type=Path, help="checkpoint directory of the old format")
-    conv.add_argument("new", type=Path, help="new, empty directory for the converted checkpoint")
     plot = sub.add_parser(
         "plot",
         help="draw learning curves of a run, or of several runs (seeds) together",
@@ -239,4 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--metric", default="eval/return_mean", help="with several runs: the metric to aggregate (default eval/return_mean)"
     )
+    from rlcore.cli.enjoy import add_parser as add_enjoy_parser  # rlcore enjoy RUN_DIR
+
+    add_enjoy_parser(sub)
     return parser

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlcore.cli.common import RESUME_OWN, UsageError, default_run_dir
+from rlcore.cli.parser import subparser
 
 __all__ = ["run_seeds", "seed_argv"]
 
@@ -34,7 +35,7 @@ _DROPPED = {"seeds", "jobs", "seed", "out", "resume", "overwrite", "command"}
 def seed_argv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
     """The ``rlcore train`` flags of ``args`` that differ from their defaults, as a command line
     (without the ones :func:`run_seeds` sets per seed: ``--seed``, ``--out``, ``--resume``)."""
-    train = _subparser(parser, "train")
+    train = subparser(parser, "train")
     argv: list[str] = []
     for action in train._actions:
         if not action.option_strings or action.dest in _DROPPED or action.dest == "help":
@@ -50,13 +51,6 @@ def seed_argv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list
         else:
             argv += [flag, str(value)]
     return argv
-
-
-def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action.choices[name]
-    raise AssertionError(f"no {name!r} command")  # pragma: no cover - the parser defines it
 
 
 @dataclass
