@@ -41,7 +41,7 @@ def reference_returns(args: argparse.Namespace) -> tuple[tuple[float, float] | N
     if not source.exists():
         try:
             ref = minari_reference_returns(str(args.dataset))
-        except Exception:  # noqa: BLE001 - no metadata is no reference, never a failed run
+        except (ImportError, OSError, ValueError, KeyError, TypeError):  # no metadata: no reference
             ref = None
         if ref is not None:
             return ref, "the Minari dataset's metadata"
