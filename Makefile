@@ -17,7 +17,7 @@ BENCH_ARGS ?=
 RUST_MIN := 1.80
 
 .DEFAULT_GOAL := help
-.PHONY: help check install install-test install-docs run demo test test-rust test-python docs lint bench clean
+.PHONY: help check install install-test install-docs run demo test test-rust test-python docs lint bench wheel clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-13s %s\n", $$1, $$2}'
@@ -75,7 +75,7 @@ $(VENV)/bin/python: | check
 	$(VENV)/bin/python -m pip install --progress-bar on --upgrade pip
 
 install: $(STAMP)-run ## create .venv if needed, build the Rust core (release) and install rlcore with the training extras
-install-test: $(STAMP)-test ## as install, plus the peer-compat, Ray, Atari, EnvPool, docs and test extras
+install-test: $(STAMP)-test ## as install, plus the peer-compat, Ray, Atari, EnvPool, video, docs and test extras
 install-docs: $(STAMP)-docs ## as install, plus the docs extra (MkDocs, Material, mkdocstrings)
 
 $(STAMP)-run: $(STAMP_DEPS)
@@ -85,7 +85,7 @@ $(STAMP)-docs: $(STAMP_DEPS)
 	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,docs
 	@$(if $(OWN_VENV),touch $@ $(STAMP)-run)
 $(STAMP)-test: $(STAMP_DEPS)
-	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,compat,ray,atari,envpool,docs,test
+	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,compat,ray,atari,envpool,video,docs,test
 	@$(if $(OWN_VENV),touch $@ $(STAMP)-run $(STAMP)-docs)
 
 # The two install stages (the stamps above and `bench` call them). Stage 2 lists the dependencies of
@@ -101,6 +101,18 @@ _pip:
 	@echo "== [3/3] building the Rust core (cargo, release build with LTO: a few minutes the first time) and installing rlcore, editable"
 	PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH" $(PIP) install -v --no-deps --no-build-isolation -e .
 	@echo "== rlcore installed in $(if $(OWN_VENV),$(VENV)/ (to use it in your shell: source $(VENV)/bin/activate),$$($(PY) -c 'import sys; print(sys.prefix)'))"
+
+# A wheel of rlcore for another environment (rlcore is not on PyPI). abi3: the binding is built
+# against CPython's stable ABI (PyO3's abi3-py311 feature), so one wheel installs into any CPython
+# >= 3.11 on this platform; WHEEL_FEATURES= builds a wheel for this interpreter's version only.
+# maturin is the build backend of pyproject.toml, installed on demand.
+WHEEL_DIR ?= dist
+WHEEL_FEATURES ?= pyo3/abi3-py311
+
+wheel: $(if $(OWN_VENV),$(VENV)/bin/python) | check ## build a release wheel into dist/ (abi3: one wheel for CPython >= 3.11); pip install dist/rlcore-*.whl
+	@$(PY) -m maturin --version >/dev/null 2>&1 || $(PIP) install --progress-bar on "$$($(PY) -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"][0])')"
+	PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH" $(PY) -m maturin build --release --out $(WHEEL_DIR) -i $(PY) $(if $(WHEEL_FEATURES),--features $(WHEEL_FEATURES))
+	@echo "== the wheel is in $(WHEEL_DIR)/: pip install $(WHEEL_DIR)/rlcore-*.whl (extras: pip install '$(WHEEL_DIR)/rlcore-<version>-<tags>.whl[torch,robotics]')"
 
 # ------------------------------------------------------------------------------------------------
 # what the README runs

@@ -10,7 +10,7 @@ transitions. Training envs clip rewards to their sign and end an episode at ever
 the evaluation env plays whole games, reports the raw score and acts epsilon-greedily with
 epsilon 0.05. The same settings are ``rlcore train --algo dqn --env ALE/Breakout-v5``'s defaults.
 
-Needs ``pip install 'rlcore[atari]'``. Usage::
+Needs ``pip install -e '.[atari]'``. Usage::
 
     python examples/atari_dqn.py --steps 500000 --seed 0 --out runs/breakout-dqn
 

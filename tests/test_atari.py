@@ -36,7 +36,7 @@ try:
     HAVE_ALE = True
 except ImportError:
     HAVE_ALE = False
-needs_ale = pytest.mark.skipif(not HAVE_ALE, reason="needs the atari extra (pip install 'rlcore[atari]')")
+needs_ale = pytest.mark.skipif(not HAVE_ALE, reason="needs the atari extra (pip install -e '.[atari]')")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 try:
     import envpool  # noqa: F401
@@ -44,7 +44,7 @@ try:
     HAVE_ENVPOOL = True
 except ImportError:
     HAVE_ENVPOOL = False
-needs_envpool = pytest.mark.skipif(not HAVE_ENVPOOL, reason="needs the envpool extra (pip install 'rlcore[envpool]')")
+needs_envpool = pytest.mark.skipif(not HAVE_ENVPOOL, reason="needs the envpool extra (pip install -e '.[envpool]')")
 
 NOOP = 0
 IMAGE_SPACE = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)

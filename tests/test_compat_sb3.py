@@ -707,7 +707,7 @@ def test_rlcore_imports_without_the_peers():
         "    try:\n"
         "        __import__('rlcore.compat.' + mod)\n"
         "    except ImportError as e:\n"
-        "        assert \"pip install 'rlcore[compat]'\" in str(e), e\n"
+        "        assert \"pip install -e '.[compat]'\" in str(e), e\n"
         "    else:\n"
         "        raise AssertionError(mod)\n"
         "print('ok')\n"

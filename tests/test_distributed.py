@@ -111,7 +111,7 @@ def test_import_needs_no_ray(monkeypatch):
     )
     assert out.stdout.strip() == "False"
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(ImportError, match=r"pip install rlcore\[ray\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[ray\]'"):
         ShardedReplayBuffer(functools.partial(rlcore.ReplayBuffer, 100), num_shards=1)
 
 

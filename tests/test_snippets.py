@@ -8,7 +8,8 @@
 * ```bash blocks are commands that train for minutes to hours, so they are checked, not run: every
   ``rlcore ...`` command must parse with rlcore's own argument parser, every ``python SCRIPT``
   must exist and define each ``--flag`` it is given, every ``make TARGET`` must be a Makefile
-  target and every ``pip install 'rlcore[EXTRA]'`` an extra of pyproject.toml.
+  target, every ``pip install '.[EXTRA]'`` (or ``dist/rlcore-*.whl[EXTRA]``) an extra of
+  pyproject.toml, and no ``pip install rlcore...`` (rlcore is not on PyPI).
 * every other block must say what it is (```text for listings, output and diagrams; ```toml, ...):
   a block without a language fails, so no code block goes unchecked by accident.
 """
@@ -41,6 +42,7 @@ EXTRA_IMPORTS = {
     "mujoco": ["mujoco"],
     "envpool": ["envpool"],
     "atari": ["ale_py", "cv2"],
+    "video": ["moviepy", "pygame"],
 }
 NOT_CODE = {"text", "toml", "json", "yaml"}
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
@@ -138,6 +140,13 @@ def _script_flags(path: Path) -> set[str]:
     return set(re.findall(r"""["'](--[\w-]+)["']""", path.read_text(encoding="utf-8")))
 
 
+def _pip_install(words: list[str]) -> bool:
+    """``pip install ...``, ``.venv/bin/pip install ...`` or ``python -m pip install ...``."""
+    if Path(words[0]).name == "pip":
+        return words[1:2] == ["install"]
+    return Path(words[0]).name in ("python", "python3") and words[1:4] == ["-m", "pip", "install"]
+
+
 @pytest.mark.parametrize("block", SHELL, ids=[b.id for b in SHELL])
 def test_shell_block_commands_exist_with_their_flags(block: Block) -> None:
     from rlcore.cli.parser import build_parser
@@ -160,13 +169,19 @@ def test_shell_block_commands_exist_with_their_flags(block: Block) -> None:
         elif words[0] == "make":
             for t in (w for w in words[1:] if "=" not in w):
                 assert t in targets, f"{block.id}: `{cmd}`: no Makefile target {t!r}"
-        elif words[:2] == ["pip", "install"]:
-            for spec in words[2:]:
-                m = re.fullmatch(r"(?:rlcore|\.|-e)?\[([\w,]+)\]", spec.replace("-e", "").strip())
-                if spec.startswith("rlcore[") or spec.startswith(".["):
-                    assert m, spec
+        elif _pip_install(words):
+            for spec in words[words.index("install") + 1 :]:
+                # rlcore is not on PyPI: from the clone ('.[x]', '-e .[x]') or a wheel of `make wheel`
+                assert not re.match(r"rlcore($|\[|[=<>])", spec), (
+                    f"{block.id}: `{cmd}`: rlcore is not on PyPI; install from the clone ('.[EXTRA]') or a "
+                    "wheel of `make wheel` (dist/rlcore-*.whl[EXTRA])"
+                )
+                m = re.fullmatch(r"(?:\.|dist/rlcore-[^\[]*\.whl)\[([\w,]+)\]", spec)
+                if m:
                     for extra in m.group(1).split(","):
                         assert extra in EXTRAS, f"{block.id}: `{cmd}`: no extra {extra!r}"
+        elif words[0] in ("python", "python3") and words[1:3] == ["-m", "venv"]:
+            continue
         elif words[0] in ("source", "cd", "ls", "cat", "cargo", "git", "apt-get", "sudo", "du", "export"):
             continue
         else:

@@ -56,7 +56,7 @@ def check_env_id(env_id: str) -> None:
 
             gym.register_envs(ale_py)
         except ImportError:
-            raise UsageError(f"{env_id}: Atari games need ale-py (pip install 'rlcore[atari]')") from None
+            raise UsageError(f"{env_id}: Atari games need ale-py (pip install -e '.[atari]')") from None
     import rlcore.envs  # noqa: F401 - registers rlcore/CartPoleNoVel-v1
 
     if env_id in gym.registry:

@@ -46,7 +46,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="DIR",
         help="record every episode into DIR as MP4 (gymnasium's RecordVideo; needs the video extra: "
-        "pip install 'rlcore[video]', from a clone pip install '.[video]')",
+        "pip install -e '.[video]', from a clone pip install '.[video]')",
     )
     enjoy.add_argument("--device", default="cpu", help="torch device of the policy: cpu, cuda, auto (default cpu)")
     return enjoy
@@ -76,7 +76,7 @@ def enjoy_command(args: argparse.Namespace) -> int:
     if args.video is not None and importlib.util.find_spec("moviepy") is None:
         raise UsageError(
             "--video needs moviepy (gymnasium's RecordVideo writes MP4 files with it): "
-            "pip install 'rlcore[video]' (from a clone: pip install '.[video]')"
+            "pip install -e '.[video]' (from a clone: pip install '.[video]')"
         )
     import gymnasium as gym
     import torch

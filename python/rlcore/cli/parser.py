@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend",
         choices=("gymnasium", "envpool"),
         default="gymnasium",
-        help="training envs: gymnasium vector envs or EnvPool (pip install rlcore[envpool]); default gymnasium",
+        help="training envs: gymnasium vector envs or EnvPool (pip install -e '.[envpool]'); default gymnasium",
     )
     train.add_argument(
         "--async-batch",
@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--distributed",
         action="store_true",
-        help="collectors and replay shards as Ray actors (off-policy algorithms; pip install rlcore[ray])",
+        help="collectors and replay shards as Ray actors (off-policy algorithms; pip install -e '.[ray]')",
     )
     train.add_argument(
         "--num-collectors", type=positive_int, default=2, help="with --distributed: collector actors (default 2)"
@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--minari",
         default=None,
         metavar="NAME",
-        help="also write a Minari dataset of this id, e.g. rlcore/hopper-expert-v0 (pip install rlcore[minari])",
+        help="also write a Minari dataset of this id, e.g. rlcore/hopper-expert-v0 (pip install -e '.[minari]')",
     )
     plot = sub.add_parser(
         "plot",

@@ -51,7 +51,7 @@ def _h5py() -> Any:
     try:
         import h5py
     except ImportError as e:  # pragma: no cover - the extra is installed in the test environment
-        raise ImportError(f"reading D4RL files needs h5py: pip install 'rlcore[minari]' or h5py ({e})") from e
+        raise ImportError(f"reading D4RL files needs h5py: pip install -e '.[minari]' or h5py ({e})") from e
     return h5py
 
 

@@ -1,5 +1,5 @@
 """Minari datasets (Farama's successor of D4RL), read through the ``minari`` package's own API
-(optional extra ``rlcore[minari]``): ``minari.load_dataset`` and ``MinariDataset.iterate_episodes``.
+(the optional ``minari`` extra): ``minari.load_dataset`` and ``MinariDataset.iterate_episodes``.
 
 A Minari episode of L steps holds L + 1 observations (its first and every next one), so every final
 observation is the dataset's own, truncated episodes included: nothing is dropped or made up.
@@ -25,7 +25,7 @@ def open_minari(dataset: str | Any) -> Any:
     itself when it already is one.
 
     Raises:
-        ImportError: minari is not installed (``pip install 'rlcore[minari]'``).
+        ImportError: minari is not installed (``pip install -e '.[minari]'``).
         SaveFileError: no local dataset of that id, or one Minari cannot read.
     """
     if not isinstance(dataset, str):
@@ -33,7 +33,7 @@ def open_minari(dataset: str | Any) -> Any:
     try:
         import minari
     except ImportError as e:
-        raise ImportError(f"reading Minari datasets needs minari: pip install 'rlcore[minari]' ({e})") from e
+        raise ImportError(f"reading Minari datasets needs minari: pip install -e '.[minari]' ({e})") from e
     try:
         return minari.load_dataset(dataset, download=False)
     except FileNotFoundError as e:

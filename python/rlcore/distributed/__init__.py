@@ -21,7 +21,7 @@ Pieces:
   (:class:`PrefetchingSampler`).
 
 Ray is imported lazily: ``import rlcore`` and ``import rlcore.distributed`` work without it; using
-any of the pieces raises an ``ImportError`` that names ``pip install rlcore[ray]``.
+any of the pieces raises an ``ImportError`` that names ``pip install -e '.[ray]'``.
 
 Example::
 

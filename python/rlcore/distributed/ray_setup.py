@@ -16,7 +16,7 @@ def _ray() -> Any:
         import ray
     except ImportError as e:
         raise ImportError(
-            "rlcore.distributed needs Ray: pip install rlcore[ray]  (or pip install 'ray==2.60.0')"
+            "rlcore.distributed needs Ray: pip install -e '.[ray]'  (or pip install 'ray==2.60.0')"
         ) from e
     return ray
 

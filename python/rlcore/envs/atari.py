@@ -28,7 +28,7 @@ with the training settings by default; evaluation envs are ``clip_reward=False,
 terminal_on_life_loss=False`` (whole games, raw score). ``backend="envpool"`` makes the same
 preprocessing from EnvPool's C++ Atari envs instead (:func:`make_atari_vec` says what differs).
 
-Needs the optional extra ``rlcore[atari]`` (``ale-py`` ships the ROMs; ``AtariPreprocessing``
+Needs the optional ``atari`` extra (``ale-py`` ships the ROMs; ``AtariPreprocessing``
 resizes with OpenCV, ``opencv-python-headless``).
 """
 
@@ -168,7 +168,7 @@ def _check_options(frame_skip: int, frame_stack: int, screen_size: int, noop_max
 
 def _game_kwargs(env_id: str, repeat_action_probability: float | None) -> dict[str, Any]:
     if not register_atari():
-        raise ApiUsageError(f"{env_id} needs ale-py and OpenCV: pip install 'rlcore[atari]'")
+        raise ApiUsageError(f"{env_id} needs ale-py and OpenCV: pip install -e '.[atari]'")
     if env_id not in gym.registry:
         raise ApiUsageError(f"unknown Atari environment {env_id!r} (ale-py's ids: ALE/Breakout-v5, ...)")
     kwargs: dict[str, Any] = {"frameskip": 1}
@@ -242,7 +242,7 @@ def make_atari(
         the game's ``Discrete`` action space.
 
     Raises:
-        ApiUsageError: ale-py (or OpenCV) is not installed (``pip install 'rlcore[atari]'``), or
+        ApiUsageError: ale-py (or OpenCV) is not installed (``pip install -e '.[atari]'``), or
             the id is unknown.
         InvalidValueError: a count below 1 (``noop_max`` below 0), a probability outside [0, 1].
     """
@@ -260,7 +260,7 @@ def make_atari(
             fire_on_life_start=fire_on_life_start,
         )
     except gym.error.DependencyNotInstalled as e:
-        raise ApiUsageError(f"{env_id}: {e} (pip install 'rlcore[atari]')") from e
+        raise ApiUsageError(f"{env_id}: {e} (pip install -e '.[atari]')") from e
 
 
 def envpool_atari_id(env_id: str) -> tuple[str, float]:
@@ -364,4 +364,4 @@ def make_atari_vec(
     try:
         return make_vec(env_id, num_envs, async_batch=async_batch, wrappers=(wrap,), make_kwargs=kwargs)  # type: ignore[return-value]
     except gym.error.DependencyNotInstalled as e:
-        raise ApiUsageError(f"{env_id}: {e} (pip install 'rlcore[atari]')") from e
+        raise ApiUsageError(f"{env_id}: {e} (pip install -e '.[atari]')") from e

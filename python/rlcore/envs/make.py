@@ -35,7 +35,7 @@ def make_vec(
             (the classic-control, MuJoCo and Fetch ids are the same as gymnasium's).
         num_envs: N >= 1.
         backend: ``"gymnasium"`` (``gymnasium.make_vec``) or ``"envpool"`` (``envpool.make``, the
-            optional extra ``rlcore[envpool]``).
+            optional ``envpool`` extra: ``pip install -e '.[envpool]'``).
         async_batch: ``None``: lock-step (gymnasium ``SyncVectorEnv``; EnvPool ``batch_size=N``).
             gymnasium: ``N`` gives an ``AsyncVectorEnv`` (sub-envs in worker processes, stepped and
             reset in parallel, all N per step; gymnasium cannot return part of them). EnvPool: B
@@ -98,7 +98,7 @@ def make_vec(
             warnings.simplefilter("ignore")  # its spaces warn about float64 bounds cast to float32
             import envpool  # type: ignore[import-untyped]
     except ImportError as e:
-        raise ApiUsageError("backend='envpool' needs envpool: pip install 'rlcore[envpool]'") from e
+        raise ApiUsageError("backend='envpool' needs envpool: pip install -e '.[envpool]'") from e
     if env_id not in envpool.list_all_envs():
         raise ApiUsageError(f"unknown EnvPool environment {env_id!r} (see envpool.list_all_envs())")
     first = 0 if seed is None else int(seed)

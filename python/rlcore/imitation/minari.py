@@ -1,4 +1,4 @@
-"""Export recorded expert episodes as a Minari dataset (optional extra ``rlcore[minari]``)."""
+"""Export recorded expert episodes as a Minari dataset (the optional ``minari`` extra)."""
 
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def export_minari(
         The ``minari.MinariDataset``.
 
     Raises:
-        ImportError: minari (with h5py) is not installed (``pip install rlcore[minari]``).
+        ImportError: minari (with h5py) is not installed (``pip install -e '.[minari]'``).
         ValueError: the data does not end with a finished episode, ``seeds`` has the wrong length, or
             the dataset id already exists (Minari's error).
     """
@@ -50,7 +50,7 @@ def export_minari(
         import minari
         from minari.data_collector import EpisodeBuffer
     except ImportError as e:
-        raise ImportError(f"the Minari export needs minari: pip install 'rlcore[minari]' ({e})") from e
+        raise ImportError(f"the Minari export needs minari: pip install -e '.[minari]' ({e})") from e
     done = np.logical_or(arrays["term"], arrays["trunc"])
     if len(done) == 0 or not done[-1]:
         raise ValueError("the data must end with a terminated or truncated step (complete episodes)")
