@@ -408,3 +408,37 @@ def test_load_dataset_reads_rlcore_saves_and_d4rl_files(tmp_path: Path) -> None:
     from_file.save(tmp_path / "save")
     from_save = load_dataset(tmp_path / "save")
     _assert_same(_transitions(from_save, 2, 0.7), _transitions(from_file, 2, 0.7))
+
+
+def test_goal_data_into_a_her_buffer() -> None:
+    """Dict observations (a goal env's) go into an HERReplayBuffer through ``make_buffer``."""
+    from rlcore.buffers.offline import OfflineSteps
+    from rlcore.datasets import to_buffer
+
+    t = 12
+    ag = np.arange(t + 1, dtype=np.float32)[:, None].repeat(2, 1)
+    goal = np.full((t + 1, 2), 100.0, np.float32)
+    obs = {"observation": ag.copy(), "achieved_goal": ag, "desired_goal": goal}
+    trunc = np.zeros(t, bool)
+    trunc[5] = trunc[-1] = True
+    nxt = {k: v[1:].copy() for k, v in obs.items()}
+    cur = {k: v[:-1].copy() for k, v in obs.items()}
+    for v in cur.values():  # the second episode starts from a fresh reset observation
+        v[6] += 1000.0
+    steps = OfflineSteps(
+        obs=cur,
+        act=np.zeros((t, 1), np.float32),
+        rew=-np.ones(t, np.float32),
+        terminated=np.zeros(t, bool),
+        truncated=trunc,
+        obs_next=nxt,
+    )
+    buffer = to_buffer(
+        steps,
+        make_buffer=lambda rows: rlcore.HERReplayBuffer(rows, distance_threshold=0.5, future_k=4, seed=0),
+    )
+    assert isinstance(buffer, rlcore.HERReplayBuffer) and len(buffer) == t
+    batch = buffer.sample(64)
+    relabeled = batch.obs["desired_goal"][:, 0] != 100.0
+    assert relabeled.any()
+    np.testing.assert_array_equal(batch.obs["desired_goal"], batch.obs_next["desired_goal"])
