@@ -662,6 +662,19 @@ def targets_markdown(rows: list[tuple[str, str, str]], source: Path) -> str:
 # markdown
 
 
+def portable_command(command: str) -> str:
+    """``command`` as the page shows it: paths inside the repository relative to it, any other
+    absolute path as ``DIR`` (the page names no folder of the machine that made it)."""
+    root = Path(__file__).resolve().parents[1]
+    words = []
+    for word in shlex.split(command):
+        path = Path(word)
+        if path.is_absolute():
+            word = str(path.relative_to(root)) if path.is_relative_to(root) else "DIR"
+        words.append(word)
+    return shlex.join(words)
+
+
 def write_markdown(
     groups: dict[str, list[dict[str, Any]]],
     skips: list[dict[str, str]],
@@ -677,9 +690,10 @@ def write_markdown(
     ``inter`` those of ``benches/interleaved.py`` (:func:`load_interleaved`)."""
     L: list[str] = []
     L.append("# Benchmarks: rlcore side by side with Tianshou, SB3, cpprb, TorchRL and rlox\n")
-    made = f"Measured on {meta['date']} by `{meta.get('command', 'python benches/report.py')}` on the machine below"
+    command = portable_command(meta.get("command", "python benches/report.py"))
+    made = f"Measured on {meta['date']} by `{command}` on the machine below"
     if meta.get("rebuilt_by"):
-        made += f" (this page rebuilt from the saved results by `{meta['rebuilt_by']}`)"
+        made += f" (this page rebuilt from the saved results by `{portable_command(meta['rebuilt_by'])}`)"
     L.append(
         f"{made}. The benchmark modules are "
         "`benches/suite/test_bench_*.py` of rlcore's source repository. Every group runs rlcore and each peer on "

@@ -426,7 +426,7 @@ def test_from_arrays_default_capacity_with_signed_zero_discontinuity():
 
 
 # ---------------------------------------------------------------------------------------------
-# truncation with a real gymnasium vector env (CASES #6)
+# truncation with a real gymnasium vector env: a truncated episode keeps its true final observation
 
 
 class _CounterEnv(gym.Env):
@@ -497,7 +497,7 @@ def test_timed_out_step_keeps_true_final_observation_in_vector_env():
 
 
 # ---------------------------------------------------------------------------------------------
-# randomness (CASES #14)
+# randomness: seeded, independent streams per buffer
 
 
 def _long_buffer(seed, num_envs=1, steps=50):

@@ -269,7 +269,7 @@ def test_vecnormalize_applied_at_sample():
 
 @pytest.mark.parametrize("end", ["term", "timeout"])
 def test_nstep_oracle(end):
-    """CASES 1: one 6-step episode, reward 1, n = 3, gamma = 0.5."""
+    """The n-step oracle: one 6-step episode, reward 1, n = 3, gamma = 0.5."""
     buf = compat.NStepReplayBuffer(100, OBS, ACT, device="cpu", n_steps=3, gamma=0.5, seed=0)
     for obs, nxt, act, _, done, infos in episode_stream(1, [[(6, end)]]):
         buf.add(obs, nxt, act, np.ones(1, F32), done, infos)
@@ -427,7 +427,7 @@ def test_her_goal_sources_and_rewards_match_sb3(strategy):
 
 
 def test_her_final_goal_is_the_achieved_goal_after_the_last_step():
-    """CASES 7: goals are achieved goals of next observations (after the step), never before."""
+    """HER goals are achieved goals of next observations (after the step), never before."""
     rl, _ = her_pair("final")
     d = her_summary(rl.sample(2000))
     r = d["relabeled"]

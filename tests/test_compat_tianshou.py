@@ -159,7 +159,7 @@ def test_prioritized_weights_match_tianshou():
     ours.update_weight(io, td)
     theirs.update_weight(it, td)
     np.testing.assert_allclose(ours[io].weight, theirs[it].weight, rtol=1e-4)
-    # CASES 12: set_beta must reach the weights. Tianshou's PrioritizedVectorReplayBuffer.set_beta
+    # set_beta must reach the weights. Tianshou's PrioritizedVectorReplayBuffer.set_beta
     # sets the sub-buffers' beta only, so its weights keep beta = 0.4 (a peer bug, corrected here)
     before = theirs[it].weight
     ours.set_beta(1.0)

@@ -71,3 +71,24 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     makes = [line.strip() for line in ci.splitlines() if re.match(r"\s*make\b", line)]
     assert makes == ["make test"]
+
+
+def test_make_wheel_builds_one_abi3_release_wheel_with_maturin() -> None:
+    """``make wheel`` (the README's install path outside the clone; tests/test_wheel.py builds and
+    installs one): a release build with PyO3's abi3 feature, into dist/ unless WHEEL_DIR says."""
+    dry = _make("-n", "wheel", "PY=/opt/py/bin/python", "WHEEL_DIR=/tmp/w")
+    build = [line for line in dry.stdout.splitlines() if "maturin build" in line]
+    assert len(build) == 1, dry.stdout
+    assert "/opt/py/bin/python -m maturin build --release --out /tmp/w -i /opt/py/bin/python --features pyo3/abi3-py311" in build[0]
+    assert "wheel" in _make("help").stdout
+
+
+def test_the_readme_opens_the_built_site_as_a_file_and_the_site_is_built_for_that() -> None:
+    """The README says to open site/index.html; MkDocs' directory URLs (``training/``) would show a
+    directory listing there, so the site is built with a file per page (tests/test_docs_site.py
+    follows its links)."""
+    readme = (ROOT / "README.md").read_text()
+    assert "open `site/index.html`" in readme
+    config = (ROOT / "mkdocs.yml").read_text()
+    assert re.search(r"^use_directory_urls: false$", config, re.M)
+    assert "site/index.html" in _make("help").stdout

@@ -1,4 +1,4 @@
-"""CASES.md #15: vector envs that rewrite the observation array they returned.
+"""Vector envs that rewrite the observation array they returned.
 
 ``SyncVectorEnv(fns, copy=False)`` and ``AsyncVectorEnv(fns, shared_memory=True, copy=False)``
 return the same array at every step and reset, rewritten in place. The collector, the rollout

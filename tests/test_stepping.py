@@ -215,7 +215,7 @@ def test_episode_success_reads_the_final_info_only_under_same_step() -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_stepper_arrays_are_its_own_with_an_env_that_reuses_its_array(mode: AutoresetMode) -> None:
-    """``SyncVectorEnv(copy=False)`` returns (and then rewrites) one internal array (CASES.md #15):
+    """``SyncVectorEnv(copy=False)`` returns (and then rewrites) one internal array:
     what the stepper handed out stays as it was."""
     envs = SyncVectorEnv([lambda s=s: ScriptedEnv(*s) for s in SCRIPTS], autoreset_mode=mode, copy=False)
     stepper = EnvStepper(envs)

@@ -155,9 +155,12 @@ def cql_gap(
     (Kumar et al. 2020, eq. 4 and Appendix F, eq. 30).
 
     Args:
-        q_rand_KBN: Q of N uniform actions per state; ``log_density_rand`` their (constant) log-density.
-        q_pi_KBN, log_pi_BN: Q and log-density of N actions from ``pi(.|s)``.
-        q_pi_next_KBN, log_pi_next_BN: Q (at s) and log-density of N actions from ``pi(.|s')``.
+        q_rand_KBN: Q of N uniform actions per state.
+        log_density_rand: their (constant) log-density.
+        q_pi_KBN: Q of N actions from ``pi(.|s)``.
+        log_pi_BN: their log-density.
+        q_pi_next_KBN: Q (at s) of N actions from ``pi(.|s')``.
+        log_pi_next_BN: their log-density.
         q_data_KB: Q of the dataset actions.
         temperature: T.
     """

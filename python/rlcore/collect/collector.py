@@ -3,7 +3,7 @@
 Stepping, autoreset, episode accounting and env snapshots are :class:`~rlcore.envs.stepping.EnvStepper`'s
 (all autoreset modes; see there). What the collector adds: it writes every vector step into the
 buffer in one ``add`` call, NEXT_STEP reset rows with ``mask[i] = False`` (they are no transitions;
-the true final observation was already stored as ``obs_next`` of the done step, CASES.md #6), and
+the true final observation was already stored as ``obs_next`` of the done step), and
 ``obs_next`` of a done row is the true final observation in every mode.
 
 Asynchronous envs (EnvPool with ``batch_size < N``, :func:`rlcore.envs.make_vec` with
@@ -53,7 +53,7 @@ class Collector:
     The collector does not reset at construction; call :meth:`reset` (the trainer does this once,
     explicitly, before the first collection). The observation it holds between steps (``obs``)
     is its stepper's own copy, so envs that rewrite the array they returned (``copy=False``, shared
-    memory) store right transitions (CASES.md #15).
+    memory) store right transitions.
     """
 
     def __init__(

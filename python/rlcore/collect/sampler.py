@@ -13,7 +13,7 @@ Stepping, autoreset, episode accounting and env snapshots are
   ``valid = False``: it is no transition, the algorithms leave it out of every loss and it is not
   counted as an env step. Its ``obs`` is the true final observation o_L of the episode that just
   ended, so the value the policy computed for it *is* V(o_L): it becomes ``final_value`` of the done
-  row (truncation bootstraps from it, CASES.md #6).
+  row (a truncated episode bootstraps from it).
 * ``SAME_STEP``: the done step returns the reset observation; the true final observation is in
   ``info["final_obs"]``, and the sampler evaluates ``policy.value`` on it for truncated rows. Every
   row is valid.
@@ -58,8 +58,8 @@ class RolloutSampler:
     """Steps a vector env with an :class:`ActorCriticPolicy` for ``T`` vector steps.
 
     The sampler's stepper owns the env's current observations between calls (its own copy, so envs
-    that rewrite the array they returned, ``copy=False`` or shared memory, give right rollouts:
-    CASES.md #15), so consecutive rollouts continue the same episodes. It does not reset at
+    that rewrite the array they returned, ``copy=False`` or shared memory, give right rollouts),
+    so consecutive rollouts continue the same episodes. It does not reset at
     construction: call :meth:`reset` once (the trainer does).
 
     Args:
@@ -175,7 +175,7 @@ class RolloutSampler:
             step = self.stepper.step(env_act)
             valid_N = step.transition_N
 
-            # V(final observation) of truncated rows, which bootstrap from it (CASES.md #6).
+            # V(final observation) of truncated rows, which bootstrap from it (termination does not).
             if next_step and t > 0:
                 # A reset row's obs is the final observation of the done row before it.
                 fill = ~valid_N & trunc_TN[t - 1]

@@ -13,7 +13,8 @@ of them:
 
   - ``NEXT_STEP`` (default): the step after a done returns the reset observation with reward 0, no
     flags, and ignores the action. That row is **not a transition** (``Step.transition_N`` is False
-    there); the true final observation was the ``obs_next`` of the done step (CASES.md #6).
+    there); the true final observation was the ``obs_next`` of the done step (a truncated
+    episode bootstraps from it).
   - ``SAME_STEP``: the done step returns the reset observation; the true final observation is in
     ``info["final_obs"]`` and becomes ``Step.obs_next`` of that row. Every row is a transition.
   - ``DISABLED``: the stepper resets done envs itself (``options={"reset_mask": done}``) after the
@@ -28,7 +29,8 @@ of them:
 * **Own copies**: the observation the next step starts from (:attr:`EnvStepper.obs`) and
   ``Step.obs_next`` are the stepper's own arrays, never the env's: vector envs made with
   ``copy=False`` (or shared memory) rewrite the array they returned at their next step or reset
-  (CASES.md #15). The stepper never writes into an array it handed out.
+  (``SyncVectorEnv(copy=False)`` returns one internal array and rewrites it). The stepper never
+  writes into an array it handed out.
 * **Snapshots** for checkpoints: :meth:`EnvStepper.state_dict` / :meth:`EnvStepper.load_state_dict`.
 * **Resets** of all envs go through the backend's ``reset``: concurrent on ``AsyncVectorEnv`` and
   EnvPool (resetting N envs costs about one reset), sequential on ``SyncVectorEnv`` (N resets).
@@ -81,7 +83,7 @@ def obs_rows(obs: Any, idx: np.ndarray) -> Any:
 
 def copy_obs(obs: Any) -> Any:
     """A copy the caller owns: vector envs made with ``copy=False`` overwrite the arrays they
-    returned at the next step (CASES.md #15)."""
+    returned at the next step (one internal array, rewritten in place)."""
     if isinstance(obs, Mapping):
         return {k: np.array(v, copy=True) for k, v in obs.items()}
     return np.array(obs, copy=True)

@@ -120,7 +120,7 @@ def _record_rows(
     """Roll out ``policy`` for ``n_episodes`` episodes on one env with the env stepper (episode k
     from ``reset(seed=seed + k)``); the time-ordered arrays ``obs``, ``act``, ``rew``, ``term``,
     ``trunc``, ``obs_next`` (leading dimension T) and the episode returns. The rows are the
-    stepper's own copies (CASES.md #15)."""
+    stepper's own copies (so envs that rewrite the array they returned record right rows)."""
     if n_episodes < 1:
         raise InvalidValueError(f"n_episodes must be >= 1, got {n_episodes}")
     envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)])
