@@ -96,7 +96,7 @@ def check_her_batch(batch, stream: HERStream, strategy, n_step, gamma, reward="p
     ref = stream.ref
     goal_rows = stream.row_of_goal()
     relabeled, picks = [], []
-    for i, p in enumerate(batch.indices):
+    for i, p in enumerate(batch.indices & ((1 << rlcore._core.INDEX_ROW_BITS) - 1)):
         e, t = ref.locate(int(p))
         env = ref.envs[e]
         w = env.nstep(t, n_step, gamma)
@@ -819,9 +819,9 @@ def test_sample_at_gives_the_batch_of_the_rows_and_goals_it_is_given():
     "indices, goal_indices, match",
     [
         ([10], None, "does not hold a transition"),  # the terminal row of the 10-step episode
-        ([64], None, "does not hold a transition"),
-        ([-1], None, "does not hold a transition"),
-        ([], None, "batch_size"),
+        ([64], None, "out of range"),
+        ([-1], None, "out of range"),
+        ([], None, "indices is empty"),
         ([0, 1], [3], "goal_indices has 1 entries"),
         ([2], [12], "not a transition of that sample's episode"),
     ],

@@ -17,6 +17,10 @@ from rlcore.errors import ShapeError as ShapeError
 
 __version__: str
 MAX_PRIORITY: float
+INDEX_ROW_BITS: int
+"""An index of a prioritized buffer is ``row | generation << INDEX_ROW_BITS`` (40): it names one
+transition; an update through a stale one (its row rewritten by the ring since) is skipped and
+counted. Bare rows (below ``2**40``) name whatever their row holds now."""
 RESERVED_NAMES: tuple[str, ...]
 __all__ = [
     "AddResult",
@@ -24,6 +28,7 @@ __all__ = [
     "DTypeError",
     "EmptyBufferError",
     "InvalidValueError",
+    "INDEX_ROW_BITS",
     "MAX_PRIORITY",
     "RESERVED_NAMES",
     "RawBuffer",
@@ -145,7 +150,10 @@ class RawBuffer:
     @beta.setter
     def beta(self, beta: float) -> None: ...
     def _her_config(self) -> tuple[str, float, float | None, str, str, bool, bool] | None: ...
-    def update_priorities(self, indices: Any, priorities: Any) -> int: ...
+    def update_priorities(self, indices: Any, priorities: Any) -> int:
+        """Set ``(|p| + eps) ** alpha`` for the transition each index names; returns how many were
+        skipped: stale indices (the row was rewritten since the index was handed out)
+        and rows holding no transition. InvalidValueError for a row out of range."""
     def priority_stats(self) -> tuple[float, float, float] | None: ...
     def priorities(self, indices: Any) -> np.ndarray: ...
     def prev(self, indices: Any) -> np.ndarray: ...
@@ -154,6 +162,8 @@ class RawBuffer:
     def unfinished_index(self) -> np.ndarray: ...
     def last_index(self) -> np.ndarray: ...
     def is_transition(self, indices: Any) -> np.ndarray: ...
+    def rows_of(self, indices: Any) -> np.ndarray:
+        """int64 rows of indices (for ``column(name)[rows]``); InvalidValueError for a stale one."""
     def clear(self) -> None: ...
     def _column(self, name: str) -> np.ndarray: ...
     def _declare(

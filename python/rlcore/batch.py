@@ -35,8 +35,10 @@ class TransitionBatch(NamedTuple):
         truncated: ``[B]`` bool, ``truncated`` of the window's last step t+m-1.
         discount: ``[B]`` float32, ``gamma**m * (1 - terminated)``; the TD target is
             ``rew + discount * Q'(obs_next)`` (Sutton & Barto 2018, eq. 7.1).
-        indices: ``[B]`` int64 rows in the buffer's storage (``buffer.column(name)[indices]``);
-            pass them back to ``update_priorities``.
+        indices: ``[B]`` int64: rows in the buffer's storage (``buffer.column(name)[indices]``);
+            on a prioritized buffer each names its transition, ``row | generation << 40``
+            (``buffer.rows_of(indices)`` gives the rows), so that ``update_priorities`` skips
+            and counts an index whose row the ring has rewritten since.
         weights: ``[B]`` float32 importance-sampling weights for prioritized buffers
             (Schaul et al. 2016, sec. 3.4), ``None`` otherwise.
         extras: extra per-step columns (``add(..., name=array)``), each ``[B, *shape]`` at step t.

@@ -44,8 +44,9 @@ class HERReplayBuffer(ReplayBuffer):
         strategy: ``"future"``, ``"final"`` or ``"episode"``.
         future_k: relabeled-to-real ratio k (relabel probability k / (k + 1)).
         compute_reward: vectorised ``f(achieved_goal [M, G], desired_goal [M, G], info) -> [M]``
-            (gymnasium-robotics' ``env.unwrapped.compute_reward`` works as is; ``info`` is an
-            empty dict); called once per ``sample``.
+            (gymnasium-robotics' ``env.unwrapped.compute_reward`` works as is); ``info`` is a dict
+            of the extra columns stored with ``add(..., **extras)``, each ``[M, ...]`` at the step
+            whose reward is recomputed (empty without extras); called once per ``sample``.
         distance_threshold: instead of ``compute_reward``: the native Fetch-style sparse reward
             ``-(||ag - g||_2 > distance_threshold)`` (float32), computed in Rust.
         goal_keys: names of the (observation, achieved goal, desired goal) keys.

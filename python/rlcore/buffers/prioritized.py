@@ -22,6 +22,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     transitions. Priorities live in a sum tree and a min tree of float64 in the core; terminal
     rows and overwritten rows have priority 0 and are never sampled.
 
+    Indices name transitions: ``sample``'s, ``sample_at``'s, ``sample_sequences``' start
+    indices and ``add``'s are ``row | generation << 40`` (``rows_of`` gives the rows). An update
+    through an index whose row the ring has rewritten since is skipped
+    and counted in ``update_priorities``' return value, never given to the newer transition;
+    bare rows name whatever their row holds now. ``restore`` refuses a save of other
+    ``alpha``/``eps`` (``SaveFileError``); ``load`` adopts the save's.
+
     A stored priority is at most :attr:`MAX_PRIORITY` (1e280): ``update_priorities`` refuses
     larger ones, so the total priority mass of any buffer stays finite whatever adds and
     updates come. Weights are computed from the priority ratio ``p_i / p_min`` (from logarithms

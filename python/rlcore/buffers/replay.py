@@ -299,7 +299,7 @@ class ReplayBuffer(RawBuffer):
         2018, eq. 7.1). Windows never cross an episode end or the newest stored step.
 
         Args:
-            batch_size: B in [1, 2**31 - 1] (an int; NumPy integers are accepted).
+            batch_size: B in [1, max(capacity, 65536)] (an int; NumPy integers are accepted).
             n_step: n >= 1 (an int); any n >= ``segment_len`` gives the same windows, since no
                 window is longer than an episode's stored part of one segment.
             gamma: discount in [0, 1] (a float or int).
@@ -311,7 +311,8 @@ class ReplayBuffer(RawBuffer):
             TransitionBatch of numpy arrays (see its docstring for shapes and dtypes).
 
         Raises:
-            InvalidValueError: batch_size outside ``[1, 2**31 - 1]``, n_step < 1 (or
+            InvalidValueError: batch_size outside ``[1, max(capacity, 65536)]`` (checked before
+                anything is allocated), n_step < 1 (or
                 ``>= 2**64``), or gamma outside [0, 1].
             DTypeError: batch_size or n_step not an integer (a float, even ``4.0``, a bool, None,
                 a string), gamma not a number.
@@ -380,7 +381,7 @@ class ReplayBuffer(RawBuffer):
         ``sample`` and do not restrict the starts here (``exact_ratio`` fixes the relabeled count).
 
         Args:
-            batch_size: B in [1, 2**31 - 1].
+            batch_size: B >= 1, with ``B * (burn_in + seq_len)`` at most ``max(capacity, 65536)``.
             seq_len: steps a learner trains on, >= 1.
             burn_in: steps before them to unroll the recurrent state over, >= 0.
             n_step: n >= 1; gamma: discount in [0, 1] (as :meth:`sample`).

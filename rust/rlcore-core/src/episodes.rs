@@ -9,7 +9,7 @@ impl Storage {
     /// The index naming the transition at absolute row `a` of env `e`.
     #[inline]
     pub(crate) fn index_at(&self, e: usize, a: u64) -> i64 {
-        index::join(self.phys(e, a), self.lap_base[e] + self.seg_div.div(a))
+        index::join(self.phys(e, a), self.seg_div.div(a))
     }
 
     /// The index naming the transition row `p` holds now (its bare row when it holds none).
@@ -21,6 +21,15 @@ impl Storage {
         }
     }
 
+    /// The index naming the transition row `p` holds, which must hold one (a drawn row).
+    #[inline]
+    pub(crate) fn index_of_transition(&self, p: usize) -> i64 {
+        match self.abs_of(p) {
+            Some((_, a)) => index::join(p, self.seg_div.div(a)),
+            None => p as i64,
+        }
+    }
+
     /// Whether index `i` (row `row`) names what its row holds now: always for a bare row;
     /// for an index with a generation, whether the row holds that transition.
     #[inline]
@@ -28,12 +37,24 @@ impl Storage {
         index::split(i).1 == 0 || self.index_of(row) == i
     }
 
+    /// Whether index `i` (row `r`) names a transition row `r` holds now: a bare row, if the row
+    /// holds a transition; an index with a generation, if the row holds that very transition.
+    /// (One address computation and one flag read: a priority update's check.)
+    #[inline]
+    pub(crate) fn names_transition_now(&self, i: i64, r: usize) -> bool {
+        let Some((_, a)) = self.abs_of(r) else {
+            return false;
+        };
+        self.flag(r) & F_TRANSITION != 0
+            && (index::split(i).1 == 0 || index::join(r, self.seg_div.div(a)) == i)
+    }
+
     /// The row of index `i` and whether `i` names what the row holds now.
     ///
     /// Errors: `InvalidValue` for a negative index or one whose row is out of range.
     pub(crate) fn resolve(&self, i: i64) -> Result<(usize, bool)> {
-        let row = index::split(i).0;
-        if i < 0 || row >= self.rows as u64 {
+        let (row, generation) = index::split(i);
+        if i < 0 || row >= self.rows as u64 || (generation != 0 && !self.names_transitions) {
             return Err(CoreError::value(format!(
                 "index {i} is out of range: rows are [0, {}) (pass rows or the indices that \
                  sample or add returned)",

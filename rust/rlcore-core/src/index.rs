@@ -9,7 +9,10 @@
 //! until `GENERATIONS` further laps of that segment have gone by (at least 2^62 / num_envs
 //! steps of its env: never, in practice). An index whose generation is not that of the
 //! transition its row holds now is *stale*: priority updates skip it (and count it), reads
-//! refuse it. While a segment has not wrapped, an index is `row + 2^ROW_BITS`.
+//! refuse it. While a segment has not wrapped, an index is `row + 2^ROW_BITS`. `clear` starts
+//! the laps again (they are derived from the saved ring cursors, so a save round-trips its
+//! indices exactly): an index handed out before a `clear` can name a transition written after
+//! it.
 
 /// Bits of an index that hold its row: a buffer has fewer than 2^40 rows.
 pub const ROW_BITS: u32 = 40;

@@ -106,6 +106,7 @@ impl ReplayCore {
             )));
         }
         self.per = Some(PerState::new(self.st.rows, alpha, beta, eps)?);
+        self.st.names_transitions = true;
         Ok(())
     }
 
@@ -537,7 +538,7 @@ impl ReplayCore {
         if self.per.is_some() {
             // a prioritized buffer's indices name the transitions drawn (see `index`)
             for (x, pl) in out.indices.iter_mut().zip(plans) {
-                *x = st.index_of(pl.p);
+                *x = st.index_of_transition(pl.p);
             }
         }
         Ok(())
@@ -554,7 +555,7 @@ impl ReplayCore {
     /// buffer hands out (`sample`, `sample_at`, `sample_sequences`' start indices, `add`) carry
     /// the generation of the transition they were handed out for, so an update lands only
     /// while the row still holds that transition. A stale index — its row overwritten by the
-    /// ring since, or emptied by `clear` — is skipped, as are indices whose row holds no
+    /// ring since — is skipped, as are indices whose row holds no
     /// transition now (a terminal row, the open row of a running episode, a row never
     /// written); the number skipped is returned. A bare row index (below 2^40) names whatever
     /// its row holds now.
@@ -575,7 +576,7 @@ impl ReplayCore {
             idx,
             prio,
             st.rows,
-            |k, r| st.transition_abs(r).is_some() && st.names_current(idx[k], r),
+            |k, r| st.names_transition_now(idx[k], r),
             |r| st.prefetch_flag(r),
         )
     }

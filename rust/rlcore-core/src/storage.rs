@@ -153,9 +153,10 @@ pub struct Storage {
     pub(crate) fill: Fill,
     /// Alive transition rows of all envs (the sum of `envs[e].n_trans`), so `len()` is O(1).
     transitions: u64,
-    /// Per env: laps its segment went through before the last `clear`, so that the indices
-    /// handed out after a clear never name what one handed out before it named (see `index`).
-    pub(crate) lap_base: Vec<u64>,
+
+    /// Whether this storage hands out indices that name transitions (prioritized buffers); a
+    /// buffer that hands out bare rows refuses an index with a generation as out of range.
+    pub(crate) names_transitions: bool,
     /// One observation row, for the continuity check of cast inputs.
     scratch: Vec<u8>,
 }
@@ -181,7 +182,7 @@ impl Storage {
             envs: vec![EnvState::default(); num_envs],
             fill: Fill::new(num_envs, seg)?,
             transitions: 0,
-            lap_base: vec![0; num_envs],
+            names_transitions: false,
             scratch: Vec::new(),
         })
     }
@@ -1050,8 +1051,7 @@ impl Storage {
 
     /// Forget all data (columns keep their memory and schema).
     pub(crate) fn clear(&mut self) {
-        for (base, s) in self.lap_base.iter_mut().zip(&mut self.envs) {
-            *base += s.head / self.seg as u64 + 1;
+        for s in &mut self.envs {
             *s = EnvState::default();
         }
         self.recount();
