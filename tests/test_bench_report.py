@@ -223,7 +223,11 @@ def test_a_run_names_the_command_line_it_was_given(tmp_path: Path, monkeypatch: 
     assert bench.main(argv) == 0
     meta = json.loads((tmp_path / "raw" / "meta.json").read_text())
     assert meta["command"].startswith("python ") and meta["command"].endswith(" ".join(argv))
-    assert f"by `{meta['command']}`" in out.read_text()
+    # the page shows it without the machine's folders: the script relative to the repository,
+    # other absolute paths as DIR (the raw meta.json keeps them)
+    shown = "python benches/report.py --no-micro --no-memory --e2e none --save DIR --out DIR"
+    assert bench.portable_command(meta["command"]) == shown
+    assert f"by `{shown}`" in out.read_text()
 
 
 def test_a_run_of_the_micro_benchmarks_writes_the_report_to_out_and_keeps_the_raw_json(
