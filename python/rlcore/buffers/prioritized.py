@@ -7,9 +7,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rlcore._core import INDEX_ROW_BITS, RawBuffer, _priority_update, _sequence_update
 from rlcore._core import MAX_PRIORITY as _MAX_PRIORITY
-from rlcore._core import RawBuffer, _priority_update, _sequence_update
 from rlcore.buffers.replay import ReplayBuffer
+
+INDEX_ROW_MASK = (1 << INDEX_ROW_BITS) - 1
+"""``index & INDEX_ROW_MASK`` is an index's row: a prioritized buffer's indices carry the generation
+of their transition above bit ``INDEX_ROW_BITS`` (40)."""
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):

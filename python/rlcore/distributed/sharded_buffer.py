@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from rlcore._core import INDEX_ROW_BITS
 from rlcore.batch import TransitionBatch
+from rlcore.buffers.prioritized import INDEX_ROW_MASK as _ROW_MASK
 from rlcore.buffers.prioritized import checked_priority_update, checked_sequence_update
 from rlcore.buffers.sequences import SequenceBatch, state_names
 from rlcore.distributed.prefetch import PrefetchingSampler
@@ -24,8 +24,6 @@ from rlcore.distributed.writer import ShardedAddResult, ShardWriter
 from rlcore.errors import ApiUsageError, EmptyBufferError, InvalidValueError, SaveFileError
 
 __all__ = ["PendingSample", "ShardedReplayBuffer"]
-
-_ROW_MASK = (1 << INDEX_ROW_BITS) - 1
 
 
 def _concat(parts: list[Any], out: Any = None) -> Any:

@@ -10,13 +10,12 @@ from typing import Any
 import numpy as np
 from tianshou.data import Batch
 
-from rlcore._core import INDEX_ROW_BITS
+from rlcore.buffers.prioritized import INDEX_ROW_MASK as _ROW_MASK
 from rlcore.buffers.prioritized import PrioritizedReplayBuffer as _CorePER
 from rlcore.buffers.replay import ReplayBuffer as _CoreBuffer
 from rlcore.errors import DTypeError, EmptyBufferError, InvalidValueError, SaveFileError, ShapeError
 
 _F32_EPS = float(np.finfo(np.float32).eps)
-_ROW_MASK = (1 << INDEX_ROW_BITS) - 1
 
 
 _STEP_KEYS = ("obs", "act", "rew", "terminated", "truncated", "obs_next")
