@@ -1,12 +1,11 @@
 """rlcore.trainers.checkpoint: a checkpoint holds data, never code.
 
-Crafted files whose unpickling creates a marker file (``trainer.pt``, ``buffer.pkl`` of the old
-format, ``env_state.pkl``, the expert checkpoint of collect-expert, a BC/GAIL expert dataset) are
-refused with a typed error and the marker never appears, except for the env snapshot with
+Crafted files whose unpickling creates a marker file (``trainer.pt``, pickles without a manifest,
+``env_state.pkl``, the expert checkpoint of collect-expert, a BC/GAIL expert dataset) are refused
+with a typed error and the marker never appears, except for the env snapshot with
 ``trust_env_state=True`` (the documented opt-in). Also: every algorithm's state loads with
-``torch.load(weights_only=True)``, the plain-value and RNG conversions round-trip, saves are
-durable, and ``rlcore convert-checkpoint`` turns a trusted old checkpoint into one that
-resumes exactly.
+``torch.load(weights_only=True)``, the plain-value and RNG conversions round-trip, and saves are
+durable.
 """
 
 from __future__ import annotations
@@ -202,7 +201,7 @@ def test_crafted_trainer_pt_is_refused_and_runs_nothing(kind: str, tmp_path: Pat
     marker = tmp_path / "marker"
     crafted_torch_file(generation(path) / "trainer.pt", marker)
     resealed(path)
-    with pytest.raises(CheckpointError, match=r"weights_only=True.*rlcore convert-checkpoint"):
+    with pytest.raises(CheckpointError, match=r"weights_only=True"):
         TRAINERS[kind]().load_checkpoint(path)
     assert not marker.exists()
 
@@ -211,9 +210,11 @@ def test_crafted_trainer_pt_is_refused_and_runs_nothing(kind: str, tmp_path: Pat
 @pytest.mark.parametrize(
     "files", [("trainer.pt", "buffer.pkl", "meta.json"), ("buffer.pkl",), ("trainer.pt",)]
 )
-def test_old_format_checkpoint_is_refused_unread(kind: str, files: tuple[str, ...], tmp_path: Path) -> None:
-    """An old checkpoint (trainer.pt / buffer.pkl pickles): a typed error that gives the command
-    converting a trusted one, and none of its files is opened."""
+def test_pickles_without_a_manifest_are_no_checkpoint_and_never_opened(
+    kind: str, files: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A directory of pickles (trainer.pt / buffer.pkl, the layout of rlcore before its first
+    release) holds no checkpoint: FileNotFoundError, and none of its files is opened."""
     old, marker = tmp_path / "old", tmp_path / "marker"
     old.mkdir()
     if "trainer.pt" in files:
@@ -222,9 +223,7 @@ def test_old_format_checkpoint_is_refused_unread(kind: str, files: tuple[str, ..
         crafted_pickle(old / "buffer.pkl", marker)
     if "meta.json" in files:
         (old / "meta.json").write_text('{"iteration": 1, "env_steps": 20}')
-    with pytest.raises(
-        CheckpointError, match=f"old format.*rlcore convert-checkpoint {old} NEW_DIR"
-    ):
+    with pytest.raises(FileNotFoundError, match=f"no checkpoint in {old}"):
         TRAINERS[kind]().load_checkpoint(old)
     assert not marker.exists()
     assert isinstance(CheckpointError("x"), SaveFileError)
@@ -269,20 +268,23 @@ def test_crafted_expert_checkpoint_of_collect_expert_is_refused(
         (run / "config.json").write_text(
             json.dumps({"args": {"algo": "ppo"}, "algo_config": {}, "num_envs": 1})
         )
-        if layout == "old":
+        if layout == "old":  # pickles without a manifest: no checkpoint, never opened
             crafted_torch_file(run / "checkpoint" / "trainer.pt", marker)
-            expected = "old format"
+            expected = "is not a run directory"
         else:
             saved(on_policy, run / "checkpoint")
             crafted_torch_file(generation(run / "checkpoint") / "trainer.pt", marker)
             resealed(run / "checkpoint")
             expected = "weights_only=True"
-        with pytest.raises(CheckpointError, match=expected):
+        with pytest.raises((CheckpointError, FileNotFoundError), match=expected):
             load_expert_policy(run, env.observation_space, env.action_space)
         argv = ["collect-expert", "--algo", "ppo", "--env", "CartPole-v1", "--episodes", "1"]
         assert cli_main([*argv, "--checkpoint", str(run), "--out", str(tmp_path / f"data-{layout}")]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("rlcore: error: ") and "rlcore convert-checkpoint" in err
+        # pickles without a manifest are no checkpoint, so collect-expert would train there: the
+        # directory already holds a run and is refused; a crafted trainer.pt is refused unread
+        assert err.startswith("rlcore: error: ")
+        assert ("already holds a run" if layout == "old" else expected) in err
         assert err.count("\n") == 1
         assert not marker.exists()
         assert not (tmp_path / f"data-{layout}").exists()

@@ -181,39 +181,6 @@ def test_save_killed_before_its_manifest_is_cleaned_by_the_next_save_and_nothing
     assert _states_equal(rlcore.ReplayBuffer.load(root), second)
 
 
-def test_save_of_format_version_1_is_loaded_and_replaced_cleanly(tmp_path):
-    """A save written by the previous format (file names from column names, no checksums)."""
-    buf = _filled(100, 3)
-    root = tmp_path / "v1"
-    data = root / "data-0123456789ab"
-    data.mkdir(parents=True)
-    state = buf.state_dict()
-    files = {}
-    for k, (name, arr) in enumerate(state["arrays"].items()):
-        files[name] = f"{k:03d}_{name.replace(':', '_')}.npy"
-        np.save(data / files[name], arr)
-    (root / "manifest.json").write_text(
-        json.dumps(
-            {
-                "format": "rlcore-buffer",
-                "version": 1,
-                "class": "ReplayBuffer",
-                "config": state["config"],
-                "schema": state["schema"],
-                "len": len(buf),
-                "data_dir": data.name,
-                "files": files,
-            }
-        )
-    )
-    (data / "keep.txt").write_text("user")
-    assert _states_equal(rlcore.ReplayBuffer.load(root), buf)
-    other = _filled(100, 4)
-    other.save(root)
-    assert sorted(p.name for p in data.iterdir()) == ["keep.txt"]
-    assert _states_equal(rlcore.ReplayBuffer.load(root), other)
-
-
 # ---------------------------------------------------------------------------------------------
 # item 2: concurrent saves into one directory
 

@@ -17,10 +17,10 @@ class                      also a                raised when
                                                  the first add, ...)
 :class:`SaveFileError`     ``OSError``           a save directory is missing, incomplete or
                                                  corrupt
-:class:`CheckpointError`   ``OSError``           a trainer checkpoint is refused: an old format
-                           (a ``SaveFileError``) that holds pickles, a ``trainer.pt`` with
-                                                 objects other than tensors and plain values,
-                                                 or a checkpoint of another trainer
+:class:`CheckpointError`   ``OSError``           a trainer checkpoint is refused: a damaged
+                           (a ``SaveFileError``) one, a ``trainer.pt`` with objects other
+                                                 than tensors and plain values, or a
+                                                 checkpoint of another trainer
 =========================  ====================  ==============================================
 
 Every failed call leaves the buffer exactly as it was. The classes are defined here, once; the
@@ -72,6 +72,5 @@ class SaveFileError(RlcoreError, OSError):
 
 class CheckpointError(SaveFileError):
     """A trainer checkpoint that rlcore refuses to load, because loading it could run code from
-    the file or it is not a checkpoint of this trainer. The message says what was found and, for a
-    checkpoint of the old pickle format, the one command that converts a trusted one
-    (``rlcore convert-checkpoint OLD NEW``)."""
+    the file, it is damaged, or it is not a checkpoint of this trainer. The message says what was
+    found."""

@@ -39,8 +39,7 @@ and its marker, the fsyncs, the atomic manifest and what a save removes. Guarant
 - Reading checks before it allocates anything: the manifest's checksum, then every file's
   ``.npy`` header (dtype, shape, C order, file size) against the layout the caller derives from
   the config and schema, then every file's CRC-32C; a corrupt save costs milliseconds and no
-  memory. Arrays are memory-mapped, not copied. Saves of format version 1 (no checksums) are
-  still read, with every header checked.
+  memory. Arrays are memory-mapped, not copied.
 
 CRC-32C (computed in the Rust core, with the CPU's crc32 instruction where it has one)
 detects accidental damage (truncation, bit flips, swapped or edited files, hand-edited
@@ -75,12 +74,11 @@ FORMAT = "rlcore-buffer"
 VERSION = 2
 MANIFEST = "manifest.json"
 _DATA_DIR = re.compile(r"data-[0-9a-f]{16}")
-_DATA_DIR_V1 = re.compile(r"data-[0-9a-f]{12}")
 _DATA_FILE = re.compile(r"[0-9]{3,}\.npy")
 _CRC = re.compile(r"[0-9a-f]{8}")
 _KIND = generations.Kind(
     prefix="data-",
-    folders=re.compile(r"data-(?:[0-9a-f]{12}|[0-9a-f]{16})"),  # 12: format version 1
+    folders=_DATA_DIR,
     marker="rlcore-buffer-data",
     entries=_DATA_FILE,
 )
@@ -180,16 +178,9 @@ def _generation_of(root: Path) -> Generation | None:
         if not isinstance(m, dict) or m.get("format") != FORMAT:
             return None
         data_dir, files = m["data_dir"], m["files"]
-        if m.get("version") == VERSION:
-            if m.get("checksum") != seal(m) or not _DATA_DIR.fullmatch(data_dir):
-                return None
-            names = [e["file"] for e in files.values()]
-        elif m.get("version") == 1:
-            if not _DATA_DIR_V1.fullmatch(data_dir):
-                return None
-            names = list(files.values())
-        else:
+        if m.get("version") != VERSION or m.get("checksum") != seal(m) or not _DATA_DIR.fullmatch(data_dir):
             return None
+        names = [e["file"] for e in files.values()]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     if not all(plain_name(n) for n in names):
@@ -206,14 +197,14 @@ class Save:
     state parts."""
 
     def __init__(
-        self, root: Path, manifest: Mapping[str, Any], files: dict[str, tuple[str, int | None]]
+        self, root: Path, manifest: Mapping[str, Any], files: dict[str, tuple[str, int]]
     ) -> None:
         self.root = root
         self.config: dict[str, Any] = manifest["config"]
         self.schema: dict[str, Any] = manifest["schema"]
         self.class_name = manifest.get("class")
         self._data_dir: str = manifest["data_dir"]
-        # part name -> (file name, CRC-32C or None for version 1)
+        # part name -> (file name, CRC-32C)
         self._files = files
 
     def arrays(self, layout: Layout) -> dict[str, np.ndarray]:
@@ -259,7 +250,7 @@ class Save:
             sums = dict(zip(order, pool.map(lambda k: _checksum(views[k]), order), strict=True))
         out = {}
         for k, (name, _, where, crc, dtype, shape, offset, _) in enumerate(placed):
-            if crc is not None and sums[k] != crc:
+            if sums[k] != crc:
                 raise SaveFileError(f"{where} fails its checksum: it was changed or damaged after the save")
             out[name] = np.frombuffer(views[k], dtype, count=math.prod(shape), offset=offset).reshape(shape)
         return out
@@ -332,8 +323,8 @@ def open_save(path: str | os.PathLike[str]) -> Iterator[Save]:
         yield Save(root, *_read_manifest(root))
 
 
-def _read_manifest(root: Path) -> tuple[dict[str, Any], dict[str, tuple[str, int | None]]]:
-    """The checked manifest of ``root`` and its files: part name -> (file name, CRC-32C or None)."""
+def _read_manifest(root: Path) -> tuple[dict[str, Any], dict[str, tuple[str, int]]]:
+    """The checked manifest of ``root`` and its files: part name -> (file name, CRC-32C)."""
     mpath = root / MANIFEST
     try:
         text = mpath.read_text(encoding="utf-8")
@@ -350,17 +341,14 @@ def _read_manifest(root: Path) -> tuple[dict[str, Any], dict[str, tuple[str, int
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise SaveFileError(f"{mpath} is not an rlcore buffer manifest")
     version = m.get("version")
-    if version not in (1, VERSION):
-        raise SaveFileError(f"{mpath} has format version {version!r}; this rlcore reads 1 and {VERSION}")
-    if version == VERSION:
-        try:
-            ok = m.get("checksum") == seal(m)
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise SaveFileError(
-                f"{mpath} fails its checksum: the manifest was edited or damaged after the save"
-            )
+    if version != VERSION:
+        raise SaveFileError(f"{mpath} has format version {version!r}; this rlcore reads {VERSION}")
+    try:
+        ok = m.get("checksum") == seal(m)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise SaveFileError(f"{mpath} fails its checksum: the manifest was edited or damaged after the save")
     for key in ("config", "schema", "data_dir", "files"):
         if key not in m:
             raise SaveFileError(f"{mpath} lacks '{key}'")
@@ -369,25 +357,16 @@ def _read_manifest(root: Path) -> tuple[dict[str, Any], dict[str, tuple[str, int
     files = m["files"]
     if not isinstance(files, dict):
         raise SaveFileError(f"{mpath}: 'files' must map state parts to files")
-    parsed: dict[str, tuple[Any, int | None]] = {}  # file names are checked below
+    parsed: dict[str, tuple[Any, int]] = {}  # file names are checked below
     for part, entry in files.items():
-        if version == VERSION:
-            if not (
-                isinstance(entry, dict)
-                and isinstance(entry.get("crc32c"), str)
-                and _CRC.fullmatch(entry["crc32c"])
-            ):
-                raise SaveFileError(f"{mpath}: the entry of state part {part!r} lacks its crc32c")
-            parsed[part] = (entry.get("file"), int(entry["crc32c"], 16))
-        else:
-            parsed[part] = (entry, None)
+        if not (isinstance(entry, dict) and isinstance(entry.get("crc32c"), str) and _CRC.fullmatch(entry["crc32c"])):
+            raise SaveFileError(f"{mpath}: the entry of state part {part!r} lacks its crc32c")
+        parsed[part] = (entry.get("file"), int(entry["crc32c"], 16))
     for name in (m["data_dir"], *(f for f, _ in parsed.values())):
         # plain names only: a manifest must not point outside its own directory
         if not plain_name(name):
             raise SaveFileError(f"{mpath} names a file or directory that is not a plain name: {name!r}")
-    if version == VERSION and not (
-        _DATA_DIR.fullmatch(m["data_dir"]) and all(_DATA_FILE.fullmatch(f) for f, _ in parsed.values())
-    ):
+    if not (_DATA_DIR.fullmatch(m["data_dir"]) and all(_DATA_FILE.fullmatch(f) for f, _ in parsed.values())):
         raise SaveFileError(f"{mpath} names a data folder or file that rlcore does not write")
     if len({f for f, _ in parsed.values()}) != len(parsed):
         raise SaveFileError(f"{mpath} names one file for two state parts")

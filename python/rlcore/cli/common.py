@@ -72,7 +72,7 @@ def load_resume(trainer: Any, args: argparse.Namespace) -> None:
     """Load ``--resume DIR`` (with ``--trust-env-state``) into ``trainer``; no-op without ``--resume``.
 
     Raises:
-        UsageError: no checkpoint there, a refused checkpoint (old format, more than data, another
+        UsageError: no checkpoint there, a refused checkpoint (damaged, more than data, another
             trainer, one that does not fit these flags), or one that already reached ``--steps``.
     """
     import sys

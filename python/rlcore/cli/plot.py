@@ -26,7 +26,8 @@ def plot_command(args: argparse.Namespace) -> int:
 
     out = args.out or Path(os.path.commonpath([d.resolve() for d in args.run_dirs]))
     try:
-        png, csv, table = plot_seeds(args.run_dirs, out, metric=args.metric)
+        title = f"{out.name}: {args.metric} over {len(args.run_dirs)} runs"
+        png, csv, table = plot_seeds(args.run_dirs, out, metric=args.metric, title=title)
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from e
     print(table)

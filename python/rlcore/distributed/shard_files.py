@@ -25,7 +25,7 @@ from rlcore.errors import SaveFileError
 
 _KIND = generations.Kind(
     prefix="shards-",
-    folders=re.compile(r"shards-(?:[0-9a-f]{12}|[0-9a-f]{16})"),  # 12: saves before generations.py
+    folders=re.compile(r"shards-[0-9a-f]{16}"),
     marker="rlcore-sharded-data",
     entries=re.compile(r"shard-[0-9]{3,}"),
 )
@@ -123,17 +123,13 @@ def open_shard_dirs(path: str | Path) -> Iterator[tuple[dict[str, Any], list[Pat
 
 def _previous(root: Path) -> generations.Generation | None:
     """What removing the save that ``root/sharded.json`` names removes: the files its manifest
-    lists, or for a save written before manifests listed them, its shard folders. None for a
-    damaged manifest."""
+    lists. None for a damaged manifest."""
     try:
         manifest = _read_shard_manifest(root)
     except SaveFileError:
         return None
-    if "files" in manifest:
-        files = generations.relative_paths(manifest["files"])
-        return None if files is None else generations.Generation(manifest["data_dir"], files)
-    shards = tuple(n for n in manifest["shards"] if _KIND.entries.fullmatch(n))
-    return generations.Generation(manifest["data_dir"], trees=shards)
+    files = generations.relative_paths(manifest.get("files"))
+    return None if files is None else generations.Generation(manifest["data_dir"], files)
 
 
 def _read_shard_manifest(root: Path) -> dict[str, Any]:
@@ -156,11 +152,10 @@ def _read_shard_manifest(root: Path) -> dict[str, Any]:
     for name in [manifest.get("data_dir"), *names]:
         if not generations.plain_name(name):
             raise SaveFileError(f"{mpath} names a folder that is not a plain name: {name!r}")
-    if "checksum" in manifest:  # saves of d0153cb and before have none
-        try:
-            ok = manifest["checksum"] == generations.seal(manifest)
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise SaveFileError(f"{mpath} fails its checksum: it was edited or damaged after the save")
+    try:
+        ok = manifest.get("checksum") == generations.seal(manifest)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise SaveFileError(f"{mpath} fails its checksum: it was edited or damaged after the save")
     return manifest

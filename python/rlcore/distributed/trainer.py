@@ -325,8 +325,8 @@ class DistributedTrainer(Trainer):
 
         Raises:
             FileNotFoundError: ``path`` holds no checkpoint.
-            CheckpointError: an old-format checkpoint (the message says how to convert a trusted
-                one), a ``trainer.pt`` that holds more than data, or a checkpoint of another trainer.
+            CheckpointError: a damaged checkpoint, a ``trainer.pt`` that holds more than data, or a
+                checkpoint of another trainer.
             SaveFileError: a shard's save is corrupt or does not fit.
             ApiUsageError: the trainer has already started iterating.
         """

@@ -26,8 +26,7 @@ refused when saving, so every checkpoint written here loads.
 
 The directory is one of :mod:`rlcore.buffers.generations` (DESIGN.md, "Durability"): a save writes
 a fresh generation folder and fsyncs it, then replaces ``checkpoint.json``, then removes exactly the
-files the replaced manifest lists (a checkpoint written before manifests listed their files: its
-parts and its ``buffer/``) and the folders this empties; nothing else in the directory, whatever
+files the replaced manifest lists and the folders this empties; nothing else in the directory, whatever
 its name. Concurrent saves (threads or processes) take turns on ``rlcore.lock``, the last one wins;
 a killed or failed save never costs the previous checkpoint, and a later save removes a killed
 save's folder once its marker proves it rlcore's. A load holds the lock shared, so it never reads a
@@ -36,14 +35,8 @@ being removed until :meth:`Checkpoint.restore_buffer` can no longer need it (the
 
 A load checks the manifest's checksum, then every part's CRC-32C, before it reads any part (the
 buffer's files are checked by the buffer's own load), so an edited or damaged checkpoint is refused
-with a :class:`~rlcore.errors.CheckpointError` naming the file, never loaded as something else.
-Checkpoints written before checksums (rlcore up to d0153cb) are still read, unchecked.
-
-Checkpoints written before format 2 (``trainer.pt`` and ``buffer.pkl`` as unrestricted pickles)
-are refused with a :class:`~rlcore.errors.CheckpointError`. One command converts a trusted one,
-and it is the only place that unpickles them::
-
-    rlcore convert-checkpoint OLD_DIR NEW_DIR"""
+with a :class:`~rlcore.errors.CheckpointError` naming the file, never loaded as something else; a
+manifest without checksums is refused the same way."""
 
 from __future__ import annotations
 
@@ -93,24 +86,15 @@ COUNTERS_FILE = "counters.json"
 BUFFER_DIR = "buffer"
 ENV_STATE_FILE = "env_state.pkl"
 
-_OLD_FILES = ("trainer.pt", "buffer.pkl", "meta.json")
 _KIND = generations.Kind(
     prefix="gen-",
-    folders=re.compile(r"gen-(?:[0-9a-f]{12}|[0-9a-f]{16})"),  # 12: checkpoints before generations.py
+    folders=re.compile(r"gen-[0-9a-f]{16}"),
     marker="rlcore-checkpoint-data",
     entries=re.compile(r"trainer\.pt|counters\.json|env_state\.pkl|buffer"),
 )
 _CRC = re.compile(r"[0-9a-f]{8}")
 _NDARRAY = "__rlcore_ndarray__"
 _RESUME_SALT = 0x52455355  # "RESU": keeps resume seeds apart from every other seed stream
-CONVERT_HINT = "rlcore convert-checkpoint OLD_DIR NEW_DIR"
-
-
-def _convert_advice(path: Path) -> str:
-    return (
-        f"if it is an rlcore checkpoint you trust, convert it once with "
-        f"`rlcore convert-checkpoint {path} NEW_DIR` and load NEW_DIR"
-    )
 
 
 _PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes)
@@ -327,10 +311,10 @@ class Checkpoint:
 
 
 def is_checkpoint(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` holds a checkpoint of this format or of the old one (which :func:`load`
-    refuses): something to load rather than a place to write a new one."""
+    """True when ``path`` holds a checkpoint manifest: something to load rather than a place to
+    write a new one."""
     root = Path(path)
-    return (root / MANIFEST).is_file() or any((root / f).exists() for f in _OLD_FILES)
+    return (root / MANIFEST).is_file()
 
 
 def read_info(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -339,13 +323,11 @@ def read_info(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: ``path`` holds no checkpoint.
-        CheckpointError: an old-format checkpoint or a damaged manifest (as :func:`load`).
+        CheckpointError: a damaged manifest (as :func:`load`).
     """
     root = Path(path)
     manifest = _read_manifest(root)
     if manifest is None:
-        if any((root / f).exists() for f in _OLD_FILES):
-            raise CheckpointError(f"{root} is a checkpoint of rlcore's old format; {_convert_advice(root)}")
         raise FileNotFoundError(f"no checkpoint in {root} (expected {MANIFEST})")
     info = manifest.get("info")
     return dict(info) if isinstance(info, dict) else {}
@@ -374,18 +356,17 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
         raise CheckpointError(
             f"{mpath} names a data folder that is not a plain name: {manifest.get('data_dir')!r}"
         )
-    if "checksum" in manifest or "crc32c" in manifest:  # checkpoints of d0153cb and before have neither
-        try:
-            ok = manifest.get("checksum") == generations.seal(manifest)
-        except (TypeError, ValueError):
-            ok = False
-        sums = manifest.get("crc32c")
-        if not ok or not (
-            isinstance(sums, dict)
-            and all(k in (TRAINER_FILE, COUNTERS_FILE, ENV_STATE_FILE) for k in sums)
-            and all(isinstance(v, str) and _CRC.fullmatch(v) for v in sums.values())
-        ):
-            raise CheckpointError(f"{mpath} fails its checksum: it was edited or damaged after the save")
+    try:
+        ok = manifest.get("checksum") == generations.seal(manifest)
+    except (TypeError, ValueError):
+        ok = False
+    sums = manifest.get("crc32c")
+    if not ok or not (
+        isinstance(sums, dict)
+        and all(k in (TRAINER_FILE, COUNTERS_FILE, ENV_STATE_FILE) for k in sums)
+        and all(isinstance(v, str) and _CRC.fullmatch(v) for v in sums.values())
+    ):
+        raise CheckpointError(f"{mpath} fails its checksum: it was edited or damaged after the save")
     return manifest
 
 
@@ -410,20 +391,15 @@ def _check_files(root: Path, manifest: Mapping[str, Any]) -> None:
 
 def _previous(root: Path) -> generations.Generation | None:
     """What removing the checkpoint that ``root/checkpoint.json`` names removes: the files its
-    manifest lists, or for a checkpoint written before manifests listed them, its parts and its
-    ``buffer/``. None for a damaged manifest."""
+    manifest lists. None for a damaged manifest."""
     try:
         manifest = _read_manifest(root)
     except CheckpointError:
         return None
     if manifest is None:
         return None
-    if "files" in manifest:
-        files = generations.relative_paths(manifest["files"])
-        return None if files is None else generations.Generation(manifest["data_dir"], files)
-    return generations.Generation(
-        manifest["data_dir"], (TRAINER_FILE, COUNTERS_FILE, ENV_STATE_FILE), (BUFFER_DIR,)
-    )
+    files = generations.relative_paths(manifest.get("files"))
+    return None if files is None else generations.Generation(manifest["data_dir"], files)
 
 
 def save(
@@ -526,8 +502,7 @@ def load(
 
     Raises:
         FileNotFoundError: ``path`` holds no checkpoint at all.
-        CheckpointError: an old-format checkpoint (pickles; the message gives the command that
-            converts a trusted one), a ``trainer.pt`` that holds anything but tensors and plain values,
+        CheckpointError: a ``trainer.pt`` that holds anything but tensors and plain values,
             a checkpoint of another trainer, or a damaged or incomplete checkpoint.
     """
     root = Path(path)
@@ -539,12 +514,6 @@ def _read_checkpoint(root: Path, trainer: str | None, trust_env_state: bool) -> 
     """:func:`load` with the directory's lock held shared."""
     manifest = _read_manifest(root)
     if manifest is None:
-        old = [f for f in _OLD_FILES if (root / f).exists()]
-        if old:
-            raise CheckpointError(
-                f"{root} is a checkpoint of rlcore's old format ({', '.join(old)}: pickles, which run code "
-                f"when loaded), so it is not loaded; {_convert_advice(root)}"
-            )
         raise FileNotFoundError(f"no checkpoint in {root} (expected {MANIFEST})")
     if trainer is not None and manifest.get("trainer") != trainer:
         raise CheckpointError(
@@ -562,8 +531,7 @@ def _read_checkpoint(root: Path, trainer: str | None, trust_env_state: bool) -> 
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(
             f"{gen / TRAINER_FILE} is refused: torch.load(weights_only=True) cannot read it ({first}); it is "
-            f"corrupt or holds objects other than tensors and plain values, which rlcore never loads; "
-            f"{_convert_advice(root)}"
+            f"corrupt or holds objects other than tensors and plain values, which rlcore never loads"
         ) from e
     if (
         not isinstance(raw, dict)

@@ -359,11 +359,10 @@ class Trainer(ABC):
 
         Raises:
             FileNotFoundError: ``path`` holds no checkpoint.
-            CheckpointError: an old-format checkpoint (the message says how to convert a trusted
-                one), a ``trainer.pt`` that holds more than data, a trusted ``env_state.pkl`` that is
-                not an env snapshot, a checkpoint of another trainer,
-                one that lacks an entry this trainer needs, or an algorithm state that does not
-                fit this trainer's algorithm (nothing changed then).
+            CheckpointError: a damaged checkpoint, a ``trainer.pt`` that holds more than data, a
+                trusted ``env_state.pkl`` that is not an env snapshot, a checkpoint of another
+                trainer, one that lacks an entry this trainer needs, or an algorithm state that
+                does not fit this trainer's algorithm (nothing changed then).
             SaveFileError: the buffer save is corrupt or does not fit this trainer's buffer
                 (nothing changed then).
         """
