@@ -275,14 +275,20 @@ def test_a_signal_during_run_checkpoints_after_the_iteration_and_raises_run_inte
 
 
 def test_a_second_signal_aborts_at_once() -> None:
-    with StopSignals() as signals:
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.01)
-        assert signals.caught == signal.SIGINT
-        with pytest.raises(KeyboardInterrupt):
+    """The second SIGINT goes to the handler that was there before (Python's default, which raises
+    KeyboardInterrupt; set here because a shell's background job starts with SIGINT ignored)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with StopSignals() as signals:
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.5)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            time.sleep(0.01)
+            assert signals.caught == signal.SIGINT
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.5)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 # --------------------------------------------------------------------------- a failed load
