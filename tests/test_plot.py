@@ -78,3 +78,41 @@ def test_plot_command_says_in_one_line_when_nothing_changes(
     assert main(["plot", str(run)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rlcore: error: ") and "nothing to draw" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("last_env_steps", [2_000, 15_000, 150_000, 1_000_000])
+def test_env_step_tick_labels_do_not_run_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last_env_steps: int
+) -> None:
+    """Issue 43: on the eval plot of a 15k-step run matplotlib's default labels "10000", "12000",
+    "14000" touched. Every panel's visible x tick labels keep a gap between them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep each figure to read its labels
+    run = tmp_path / "run"
+    every = last_env_steps // 15
+    _write(run, _rows(range(every, last_env_steps + 1, every)))
+    plot_run(run)
+    assert len(figures) == 3
+    checked = 0
+    for fig in figures:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            if not ax.get_visible() or not ax.axison:
+                continue
+            low, high = ax.get_xlim()
+            labels = [
+                t for t, x in zip(ax.get_xticklabels(), ax.get_xticks(), strict=True) if low <= x <= high and t.get_text()
+            ]
+            assert len(labels) >= 3, [t.get_text() for t in labels]
+            boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)
+            gaps = [right.x0 - left.x1 for left, right in zip(boxes, boxes[1:], strict=False)]
+            assert min(gaps) >= 5, (last_env_steps, [t.get_text() for t in labels], gaps)  # pixels at dpi 100
+            checked += 1
+        fig.clf()
+    assert checked == 3  # rollout/return_mean, train/critic_loss, eval/return_mean

@@ -279,7 +279,7 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
 
     Writes ``rollout.png``, ``train.png``, ``eval.png`` into ``out_dir`` (default: ``run_dir``) and
     returns their paths. Each panel is one metric, titled ``namespace/name``, with env steps on the x
-    axis and the metric (with its unit where the name does not say it) on the y axis. A metric that
+    axis (at most 6 ticks, labelled ``2k``, ``1.5M``, ...) and the metric (with its unit where the name does not say it) on the y axis. A metric that
     never changes (an episode count, a fixed episode length) or has no finite value is not drawn:
     the figure's footnote lists it with its value, and a namespace with nothing to draw gets no PNG.
     When the env steps go back (several runs appended to one file by an older rlcore), each run is
@@ -293,6 +293,7 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter, MaxNLocator
 
     run_dir = Path(run_dir)
     curves = learning_curves(run_dir)
@@ -313,6 +314,10 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
                 ax.legend(fontsize=7)
             ax.set_title(f"{c.namespace}/{name}")
             ax.set_xlabel("env steps")
+            # "10k" rather than "10000", and at most 6 ticks: matplotlib's default labels of a
+            # 15k-step run ("10000", "12000", "14000") run together in a 4.5-inch panel.
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))
             ax.set_ylabel(_UNITS.get(name, name))
             ax.grid(alpha=0.3)
         for ax in list(axes.flat)[len(c.drawn) :]:
