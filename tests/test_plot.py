@@ -107,7 +107,9 @@ def test_env_step_tick_labels_do_not_run_together(
                 continue
             low, high = ax.get_xlim()
             labels = [
-                t for t, x in zip(ax.get_xticklabels(), ax.get_xticks(), strict=True) if low <= x <= high and t.get_text()
+                t
+                for t, x in zip(ax.get_xticklabels(), ax.get_xticks(), strict=True)
+                if low <= x <= high and t.get_text()
             ]
             assert len(labels) >= 3, [t.get_text() for t in labels]
             boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)

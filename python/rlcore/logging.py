@@ -279,9 +279,10 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
 
     Writes ``rollout.png``, ``train.png``, ``eval.png`` into ``out_dir`` (default: ``run_dir``) and
     returns their paths. Each panel is one metric, titled ``namespace/name``, with env steps on the x
-    axis (at most 6 ticks, labelled ``2k``, ``1.5M``, ...) and the metric (with its unit where the name does not say it) on the y axis. A metric that
-    never changes (an episode count, a fixed episode length) or has no finite value is not drawn:
-    the figure's footnote lists it with its value, and a namespace with nothing to draw gets no PNG.
+    axis (at most 6 ticks, labelled ``2k``, ``1.5M``, ...) and the metric (with its unit where the
+    name does not say it) on the y axis. A metric that never changes (an episode count, a fixed
+    episode length) or has no finite value is not drawn: the figure's footnote lists it with its
+    value, and a namespace with nothing to draw gets no PNG.
     When the env steps go back (several runs appended to one file by an older rlcore), each run is
     its own line, labelled in a legend. See :func:`learning_curves`.
 
