@@ -14,17 +14,16 @@ from gymnasium.vector import AutoresetMode
 from reference import gae as gae_reference
 from rlcore.algos import A2C, PPO, VPG, A2CConfig, A2CStats, PPOConfig, PPOStats, VPGConfig, VPGStats
 from rlcore.algos.actor_critic import (
-    ActorCritic,
     ReturnNormalizer,
     approx_kl,
     clip_fraction,
-    gaussian_log_prob,
     normalize_advantages,
     ppo_policy_loss,
     value_loss,
 )
 from rlcore.batch import Rollout
 from rlcore.collect.sampler import RolloutSampler
+from rlcore.nets import ActorCritic, gaussian_log_prob
 from rlcore.stats import EpochStats, EvalStats, flatten_stats
 from rlcore.trainers.checkpoint import resume_seed
 from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig

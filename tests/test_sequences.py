@@ -1,5 +1,5 @@
 """``sample_sequences`` (sequence replay for recurrent agents) against a numpy reference of its
-documented semantics (rlcore.buffers.sequences): eligible starts, padding and masks, n-step
+documented semantics (rlcore.batch.SequenceBatch): eligible starts, padding and masks, n-step
 inside the sequence, ``is_first``, stored recurrent state, prioritized starts, HER per
 sequence, the peers' known faults, and typed errors for bad input."""
 

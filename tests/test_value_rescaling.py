@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rlcore.algos.common import adam, value_rescale, value_rescale_inverse
 from rlcore.algos.r2d2 import R2D2, R2D2Config
-from rlcore.buffers.sequences import SequenceBatch
+from rlcore.batch import SequenceBatch
 from rlcore.cli.main import main
 from rlcore.errors import ApiUsageError, InvalidValueError
 from torch import nn

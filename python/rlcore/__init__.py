@@ -11,11 +11,10 @@ from typing import Any
 
 from rlcore import errors
 from rlcore._core import AddResult, __version__
-from rlcore.batch import TransitionBatch
+from rlcore.batch import SequenceBatch, TransitionBatch
 from rlcore.buffers.her import HERReplayBuffer
 from rlcore.buffers.prioritized import PrioritizedReplayBuffer
 from rlcore.buffers.replay import ReplayBuffer
-from rlcore.buffers.sequences import SequenceBatch
 from rlcore.returns import compute_gae, compute_nstep_returns
 from rlcore.schedules import LinearSchedule
 

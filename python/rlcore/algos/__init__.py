@@ -14,7 +14,7 @@ On-policy: :class:`VPG`, :class:`A2C`, :class:`PPO`, with ``act_value(obs)``/``v
 """
 
 from rlcore.algos.a2c import A2C, A2CConfig, A2CStats
-from rlcore.algos.actor_critic import ActorCritic, OnPolicyAlgorithm
+from rlcore.algos.actor_critic import OnPolicyAlgorithm
 from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.algos.cql import CQL, CQLConfig, CQLStats
 from rlcore.algos.ddpg import DDPG, DDPGConfig, DDPGStats
@@ -26,6 +26,7 @@ from rlcore.algos.sac import SAC, SACConfig, SACStats
 from rlcore.algos.td3 import TD3, TD3Config, TD3Stats
 from rlcore.algos.td3bc import TD3BC, TD3BCConfig, TD3BCStats
 from rlcore.algos.vpg import VPG, VPGConfig, VPGStats
+from rlcore.nets import ActorCritic
 
 __all__ = [
     "A2C",

@@ -16,7 +16,6 @@ import gymnasium as gym
 import torch
 
 from rlcore.algos.actor_critic import (
-    ActorCritic,
     ActorCriticAlgorithm,
     anneal_learning_rate,
     default_policy,
@@ -27,6 +26,7 @@ from rlcore.algos.actor_critic import (
 )
 from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
 from rlcore.batch import Rollout
+from rlcore.nets import ActorCritic
 
 __all__ = ["A2C", "A2CConfig", "A2CStats"]
 

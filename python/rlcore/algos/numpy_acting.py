@@ -2,7 +2,7 @@
 
 An on-policy sampler calls its policy once per vector-env step on a few rows (8 at SB3's
 CartPole defaults). At that size torch's per-op dispatch is the cost, not the arithmetic: the
-fused :class:`~rlcore.algos.actor_critic.ActorCritic`'s forward plus a categorical draw is about
+fused :class:`~rlcore.nets.on_policy.ActorCritic`'s forward plus a categorical draw is about
 15 torch ops, ~190 µs per call on this project's CPU machine, against ~60 µs for the same
 arithmetic in numpy. :class:`NumpyActor` computes that forward (observation normaliser, the
 two-member tanh trunk, the policy and value heads) on zero-copy numpy views of the policy's own
@@ -17,7 +17,7 @@ draws come from a numpy generator the algorithm owns and saves with its state:
 * ``Discrete``: inverse CDF, one uniform ``u`` in ``(0, 1]`` per row; the action is the number of
   cumulative probabilities ``c_j < u * c_last`` (an action of probability 0 is never drawn);
 * ``Box``: ``mean + exp(log_std) * eps``, ``eps`` standard normal, log-density of the diagonal
-  Gaussian as :func:`~rlcore.algos.actor_critic.gaussian_log_prob`.
+  Gaussian as :func:`~rlcore.nets.on_policy.gaussian_log_prob`.
 
 Only the CPU and plain observation arrays take this path (:func:`numpy_actor_for` decides); the
 update always runs in torch.
@@ -53,7 +53,7 @@ class NumpyActor:
     """``act_value`` / ``act`` / ``value`` of a fused actor-critic, computed in numpy.
 
     Args:
-        policy: an :class:`~rlcore.algos.actor_critic.ActorCritic` with a fused trunk (``trunk``
+        policy: an :class:`~rlcore.nets.on_policy.ActorCritic` with a fused trunk (``trunk``
             holding :class:`~rlcore.nets.EnsembleLinear` layers of weight ``[2, in, out]`` and bias
             ``[2, 1, out]``, tanh after each), ``actor``/``critic`` ``nn.Linear`` heads, optional
             ``obs_rms`` and, for ``Box`` actions, ``log_std``; on the CPU.

@@ -23,7 +23,6 @@ import numpy as np
 import torch
 
 from rlcore.algos.actor_critic import (
-    ActorCritic,
     ActorCriticAlgorithm,
     anneal_learning_rate,
     approx_kl,
@@ -37,6 +36,7 @@ from rlcore.algos.actor_critic import (
 )
 from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
 from rlcore.batch import Rollout
+from rlcore.nets import ActorCritic
 
 __all__ = ["PPO", "PPOConfig", "PPOStats"]
 

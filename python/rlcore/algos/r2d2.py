@@ -5,7 +5,7 @@ Sources: Hausknecht & Stone 2015 (DRQN), Kapturowski et al. 2019 ("Recurrent Exp
 Distributed Reinforcement Learning", R2D2: stored state + burn-in, sec. 3; priority mixture
 ``eta * max + (1 - eta) * mean``, sec. 2.3), van Hasselt et al. 2016 (double Q, eq. 4).
 
-The batch is a :class:`~rlcore.buffers.sequences.SequenceBatch` of L = burn_in + seq_len steps
+The batch is a :class:`~rlcore.batch.SequenceBatch` of L = burn_in + seq_len steps
 with the GRU state stored at collection in ``batch.state["h"]`` (the state *before* the first
 step). The online network unrolls from it over the burn-in steps without gradient, then over the
 training steps with gradient; a sequence that starts at its episode's first step
@@ -40,7 +40,7 @@ from rlcore.algos.common import (
     value_rescale,
     value_rescale_inverse,
 )
-from rlcore.buffers.sequences import SequenceBatch
+from rlcore.batch import SequenceBatch
 from rlcore.errors import ApiUsageError, ShapeError
 from rlcore.nets import RunningMeanStd
 from rlcore.schedules import LinearSchedule

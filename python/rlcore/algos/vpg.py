@@ -19,7 +19,6 @@ import numpy as np
 import torch
 
 from rlcore.algos.actor_critic import (
-    ActorCritic,
     ActorCriticAlgorithm,
     anneal_learning_rate,
     default_policy,
@@ -30,6 +29,7 @@ from rlcore.algos.actor_critic import (
 )
 from rlcore.algos.common import adam, check_fields, gradient_step, resolve_device
 from rlcore.batch import Rollout
+from rlcore.nets import ActorCritic
 
 __all__ = ["VPG", "VPGConfig", "VPGStats"]
 

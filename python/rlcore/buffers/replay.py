@@ -19,10 +19,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlcore._core import AddResult, RawBuffer
-from rlcore.batch import TransitionBatch
+from rlcore.batch import SequenceBatch, TransitionBatch, state_names
 from rlcore.buffers import persist
 from rlcore.buffers.offline import complete_steps, offline_capacity
-from rlcore.buffers.sequences import SequenceBatch, state_names
 from rlcore.errors import ApiUsageError, DTypeError, SaveFileError, ShapeError
 
 __all__ = ["ReplayBuffer"]
@@ -369,7 +368,7 @@ class ReplayBuffer(RawBuffer):
         """Sample ``batch_size`` sequences of ``L = burn_in + seq_len`` consecutive steps of one
         episode each, for recurrent learners (R2D2, Kapturowski et al. 2019), in one core call.
 
-        Eligible starts (see :mod:`rlcore.buffers.sequences` for the exact rules): every step
+        Eligible starts (see :class:`~rlcore.batch.SequenceBatch` for the exact rules): every step
         ``t`` of an episode with ``t + L <= end`` (the sequence fits), and, with ``pad=True``,
         the first surviving step of each episode shorter than L (padded at the end, ``mask``
         False there). Starts are uniform over the eligible ones (prioritized buffers:

@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from rlcore.batch import TransitionBatch
+from rlcore.batch import SequenceBatch, TransitionBatch, state_names
 from rlcore.buffers.prioritized import INDEX_ROW_MASK as _ROW_MASK
 from rlcore.buffers.prioritized import checked_priority_update, checked_sequence_update
-from rlcore.buffers.sequences import SequenceBatch, state_names
 from rlcore.distributed.prefetch import PrefetchingSampler
 from rlcore.distributed.ray_setup import _ray, _remote
 from rlcore.distributed.shard import BufferFactory, BufferShard
