@@ -46,7 +46,8 @@ from rlcore.algos.bc import BC, BCConfig
 from rlcore.algos.gail import GAIL, GAILConfig
 from rlcore.cli import main as cli_main
 from rlcore.errors import CheckpointError, SaveFileError
-from rlcore.imitation import OfflineTrainer, OfflineTrainerConfig, load_expert_policy
+from rlcore.imitation import OfflineTrainer, OfflineTrainerConfig
+from rlcore.policy import load_policy
 from rlcore.stats import flatten_stats
 from rlcore.trainers import checkpoint
 from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
@@ -259,8 +260,7 @@ def test_env_snapshot_runs_only_when_trusted(kind: str, tmp_path: Path) -> None:
 def test_crafted_expert_checkpoint_of_collect_expert_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """collect-expert --checkpoint RUN and load_expert_policy read RUN/checkpoint like a resume."""
-    env = gym.make("CartPole-v1")
+    """collect-expert --checkpoint RUN and load_policy read RUN/checkpoint like a resume."""
     marker = tmp_path / "marker"
     for layout in ("old", "new"):
         run = tmp_path / layout
@@ -277,7 +277,7 @@ def test_crafted_expert_checkpoint_of_collect_expert_is_refused(
             resealed(run / "checkpoint")
             expected = "weights_only=True"
         with pytest.raises((CheckpointError, FileNotFoundError), match=expected):
-            load_expert_policy(run, env.observation_space, env.action_space)
+            load_policy(run)
         argv = ["collect-expert", "--algo", "ppo", "--env", "CartPole-v1", "--episodes", "1"]
         assert cli_main([*argv, "--checkpoint", str(run), "--out", str(tmp_path / f"data-{layout}")]) == 2
         err = capsys.readouterr().err
@@ -458,7 +458,9 @@ def test_save_is_durable_and_replaces_only_its_own_generation(tmp_path: Path) ->
     trainer.save_checkpoint(path)
     second = generation(path)
     assert second != first and not first.exists() and (path / "notes.txt").read_text() == "mine"
-    assert sorted(p.name for p in path.iterdir()) == sorted(["checkpoint.json", second.name, "notes.txt", "rlcore.lock"])
+    assert sorted(p.name for p in path.iterdir()) == sorted(
+        ["checkpoint.json", second.name, "notes.txt", "rlcore.lock"]
+    )
 
     class Failing:
         def save(self, path: Path) -> None:

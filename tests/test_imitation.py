@@ -22,9 +22,9 @@ from rlcore.collect.sampler import RolloutSampler
 from rlcore.imitation import (
     OfflineTrainer,
     OfflineTrainerConfig,
-    load_expert_policy,
     record_episodes,
 )
+from rlcore.policy import load_policy
 from rlcore.stats import EpochStats, flatten_stats
 from rlcore.trainers.on_policy import OnPolicyTrainer, OnPolicyTrainerConfig
 
@@ -89,8 +89,7 @@ def test_collect_expert_trains_then_loads_and_writes_a_loadable_dataset(
     assert main([*argv, "--checkpoint", str(run), "--out", str(tmp_path / "data2")]) == 0
     assert (run / "checkpoint" / "checkpoint.json").stat().st_mtime == mtime
     # The recorded actions are the loaded policy's deterministic actions.
-    env = gym.make("CartPole-v1")
-    policy = load_expert_policy(run, env.observation_space, env.action_space)
+    policy = load_policy(run)
     batch = rlcore.ReplayBuffer.load(tmp_path / "data2").sample(32)
     np.testing.assert_array_equal(policy(batch.obs), batch.act)
 
@@ -295,7 +294,7 @@ def test_collect_expert_exports_a_minari_dataset(
     buf = rlcore.ReplayBuffer.load(data)
     assert ds.total_episodes == 3 and ds.total_steps == len(buf)
     env = gym.make("CartPole-v1")
-    policy = load_expert_policy(run, env.observation_space, env.action_space)
+    policy = load_policy(run)
     for k, ep in enumerate(ds.iterate_episodes()):
         n = len(ep.actions)
         assert ep.observations.shape == (n + 1, 4) and ep.rewards.shape == (n,)

@@ -12,12 +12,19 @@ Gaussian's mean, the categorical's mode). ``rlcore enjoy RUN_DIR`` runs it on th
 episodes (:mod:`rlcore.collect.evaluate`) and can record videos. Nothing from the run directory
 runs as code: the checkpoint's ``trainer.pt`` is read with ``torch.load(weights_only=True)``
 (:mod:`rlcore.trainers.checkpoint`); its env snapshot is never read.
+
+A policy travels without its run directory as one small file of weights
+(:meth:`TrainedPolicy.save`, ``rlcore export-policy RUN_DIR FILE.npz``): a NumPy ``.npz`` of the
+acting networks only (no critic, no optimizer, no buffer: a MuJoCo SAC actor is ~0.3 MB) and the
+run's configuration as JSON text; ``load_policy("FILE.npz")`` reads it with ``allow_pickle=False``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,9 +35,19 @@ import numpy as np
 from rlcore.errors import ApiUsageError
 from rlcore.trainers import checkpoint as ckpt_format
 
-__all__ = ["TrainedPolicy", "load_policy", "make_eval_envs", "run_info"]
+__all__ = ["POLICY_FILE_VERSION", "TrainedPolicy", "load_policy", "make_eval_envs", "run_info"]
 
 _ON_POLICY = ("vpg", "a2c", "ppo")
+
+ACTING_PARTS = ("encoder", "actor", "q_net", "policy")
+"""The networks an algorithm acts with, by attribute name (each algorithm has the ones it uses:
+SAC/TD3/DDPG ``encoder`` and ``actor``, DQN/R2D2 ``encoder`` and ``q_net``, PPO/A2C/VPG/BC
+``policy``); a policy file holds these and nothing else."""
+
+POLICY_FILE_VERSION = 1
+"""Format version of a policy file (:meth:`TrainedPolicy.save`)."""
+
+_META_KEY = "__rlcore_policy__"
 
 
 def run_info(run_dir: str | Path) -> dict[str, Any]:
@@ -102,13 +119,21 @@ class TrainedPolicy:
     """
 
     def __init__(
-        self, algorithm: Any, *, algo: str, env_id: str, observation_space: gym.Space, action_space: gym.Space
+        self,
+        algorithm: Any,
+        *,
+        algo: str,
+        env_id: str,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        info: Mapping[str, Any] | None = None,
     ) -> None:
         self.algorithm = algorithm
         self.algo = algo
         self.env_id = env_id
         self.observation_space = observation_space
         self.action_space = action_space
+        self._info = dict(info or {})
         self._state: np.ndarray | None = None
 
     @property
@@ -123,7 +148,11 @@ class TrainedPolicy:
     def __call__(self, obs: Any) -> np.ndarray:
         single = _single_obs(obs, self.observation_space)
         if single:
-            obs = {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, Mapping) else np.asarray(obs)[None]
+            obs = (
+                {k: np.asarray(v)[None] for k, v in obs.items()}
+                if isinstance(obs, Mapping)
+                else np.asarray(obs)[None]
+            )
         if self.recurrent:
             n = len(np.asarray(obs))
             if self._state is None or len(self._state) != n:
@@ -136,8 +165,72 @@ class TrainedPolicy:
             act = np.clip(act, self.action_space.low, self.action_space.high).astype(np.float32)
         return act[0] if single else act
 
+    def save(
+        self, path: str | Path, *, overwrite: bool = False, meta: Mapping[str, Any] | None = None
+    ) -> Path:
+        """Write the acting networks to one ``.npz`` file that :func:`load_policy` reads back.
+
+        The file holds each network of :data:`ACTING_PARTS` the algorithm has, as float arrays named
+        ``PART/PARAM`` (``actor/net.0.weight``, ...; observation normalisers' statistics included),
+        and under ``__rlcore_policy__`` a JSON text: the format version, the algorithm, the env id,
+        the algorithm's configuration (to rebuild the networks' shapes) and ``meta``. It is written
+        to a temporary file beside ``path`` and renamed over it, so a failed save leaves no partial
+        file and whatever was there before.
+
+        Args:
+            path: the file to write (``.npz`` is appended when missing).
+            overwrite: replace an existing file (default: refuse).
+            meta: JSON-able facts to keep with the weights (e.g. steps, eval return, command).
+
+        Returns:
+            the path written.
+
+        Raises:
+            FileExistsError: ``path`` exists and ``overwrite`` is false.
+            ValueError: the algorithm has none of :data:`ACTING_PARTS`, or ``meta`` is not JSON-able.
+        """
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_name(path.name + ".npz")
+        if path.exists() and not overwrite:
+            raise FileExistsError(f"{path} exists (pass overwrite=True to replace it)")
+        arrays = {
+            f"{part}/{key}": tensor.detach().cpu().numpy()
+            for part, module in _acting_modules(self.algorithm).items()
+            for key, tensor in module.state_dict().items()
+        }
+        if not arrays:
+            raise ValueError(
+                f"{type(self.algorithm).__name__} has none of the acting networks {ACTING_PARTS}"
+            )
+        header = {
+            "version": POLICY_FILE_VERSION,
+            "algo": self.algo,
+            "env_id": self.env_id,
+            "info": self._info,
+            "meta": dict(meta or {}),
+        }
+        try:
+            text = json.dumps(header)
+        except TypeError as e:
+            raise ValueError(f"meta is not JSON-able: {e}") from e
+        arrays[_META_KEY] = np.array(text)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path
+
     def __repr__(self) -> str:
-        return f"TrainedPolicy({self.algo} on {self.env_id}, device={getattr(self.algorithm, 'device', 'cpu')})"
+        return (
+            f"TrainedPolicy({self.algo} on {self.env_id}, device={getattr(self.algorithm, 'device', 'cpu')})"
+        )
 
 
 def _config(cfg_cls: Any, values: Mapping[str, Any]) -> Any:
@@ -147,7 +240,9 @@ def _config(cfg_cls: Any, values: Mapping[str, Any]) -> Any:
     return cfg_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if k in fields})
 
 
-def _build(name: str, info: Mapping[str, Any], obs_space: gym.Space, act_space: gym.Space, device: Any) -> Any:
+def _build(
+    name: str, info: Mapping[str, Any], obs_space: gym.Space, act_space: gym.Space, device: Any
+) -> Any:
     """The algorithm of run ``info`` with fresh networks of the right shapes, on ``device``."""
     from rlcore import algos
     from rlcore.algos.bc import BC, BCConfig
@@ -167,7 +262,9 @@ def _build(name: str, info: Mapping[str, Any], obs_space: gym.Space, act_space: 
     }
     if name in off_policy:
         algo_cls, cfg_cls = off_policy[name]
-        return algo_cls.from_spaces(obs_space, act_space, _config(cfg_cls, info["algo_config"]), device=device)
+        return algo_cls.from_spaces(
+            obs_space, act_space, _config(cfg_cls, info["algo_config"]), device=device
+        )
     num_envs = int(info.get("num_envs") or 1)
     if name in on_policy:
         algo_cls, cfg_cls = on_policy[name]
@@ -179,16 +276,19 @@ def _build(name: str, info: Mapping[str, Any], obs_space: gym.Space, act_space: 
     raise ValueError(f"unknown algorithm {name!r} (rlcore train's algorithms: dqn ... ppo, r2d2, bc, gail)")
 
 
-def load_policy(run_dir: str | Path, *, device: str = "cpu") -> TrainedPolicy:
-    """The trained policy of a run directory written by ``rlcore train`` (any algorithm).
+def load_policy(source: str | Path, *, device: str = "cpu") -> TrainedPolicy:
+    """The trained policy of a run directory written by ``rlcore train`` (any algorithm), or of a
+    policy file written by :meth:`TrainedPolicy.save` / ``rlcore export-policy``.
 
-    Reads ``RUN_DIR/config.json`` (algorithm, env, configuration) and the weights in
-    ``RUN_DIR/checkpoint`` (the latest checkpoint: the end of the run, or where it stopped). The
-    networks are built for the run's env (``gymnasium.make`` of its id, Atari games with their
-    preprocessing) and loaded without running code from the files.
+    From a run directory: reads ``RUN_DIR/config.json`` (algorithm, env, configuration) and the
+    weights in ``RUN_DIR/checkpoint`` (the latest checkpoint: the end of the run, or where it
+    stopped). From a ``.npz`` policy file: its JSON header and its acting networks, read with
+    ``numpy.load(allow_pickle=False)``. The networks are built for the run's env
+    (``gymnasium.make`` of its id, Atari games with their preprocessing) and loaded without running
+    code from the files.
 
     Args:
-        run_dir: the run directory (``runs/ENV-ALGO-sSEED``, or ``--out``).
+        source: the run directory (``runs/ENV-ALGO-sSEED``, or ``--out``) or a policy file (``.npz``).
         device: torch device of the networks: ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"``, or
             ``"auto"`` (cuda when available). Observations and actions stay numpy either way.
 
@@ -196,25 +296,27 @@ def load_policy(run_dir: str | Path, *, device: str = "cpu") -> TrainedPolicy:
         a :class:`TrainedPolicy`: ``policy(obs) -> act``, one observation or a batch.
 
     Raises:
-        FileNotFoundError: no ``config.json`` or no checkpoint in ``run_dir``.
-        CheckpointError: the checkpoint is damaged, of the old pickle format (the message says how to
-            convert a trusted one) or holds more than data, or its weights do not fit the run's
-            configuration.
+        FileNotFoundError: no ``config.json`` or no checkpoint in the run directory; no such file.
+        CheckpointError: the checkpoint or policy file is damaged or holds more than data, or its
+            weights do not fit the configuration it describes.
         ApiUsageError: the run's env is unknown here (e.g. an optional extra is missing).
         ValueError: the run's algorithm is unknown.
     """
     from rlcore.algos.common import resolve_device
     from rlcore.errors import CheckpointError
 
-    run_dir = Path(run_dir)
+    source = Path(source)
+    if source.is_file():
+        return _load_policy_file(source, resolve_device(device))
+    run_dir = source
     info = run_info(run_dir)
+    state = ckpt_format.load(run_dir / "checkpoint").part("algorithm")  # refused here unless it is data
     args = info["args"]
     name, env_id = str(args["algo"]), str(args["env"])
     envs = make_eval_envs(env_id, 1)
     obs_space, act_space = envs.single_observation_space, envs.single_action_space
     envs.close()
     algorithm = _build(name, info, obs_space, act_space, resolve_device(device))
-    state = ckpt_format.load(run_dir / "checkpoint").part("algorithm")
     if name == "gail":
         state = state["generator"]
     try:
@@ -224,4 +326,78 @@ def load_policy(run_dir: str | Path, *, device: str = "cpu") -> TrainedPolicy:
             f"{run_dir / 'checkpoint'}: its weights do not fit the {name} that config.json describes: "
             f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         ) from e
-    return TrainedPolicy(algorithm, algo=name, env_id=env_id, observation_space=obs_space, action_space=act_space)
+    return TrainedPolicy(
+        algorithm,
+        algo=name,
+        env_id=env_id,
+        observation_space=obs_space,
+        action_space=act_space,
+        info=_portable(info),
+    )
+
+
+def _acting_modules(algorithm: Any) -> dict[str, Any]:
+    """The networks of :data:`ACTING_PARTS` that ``algorithm`` has and that hold weights or statistics
+    (an identity encoder holds none)."""
+    modules = {part: getattr(algorithm, part, None) for part in ACTING_PARTS}
+    return {part: m for part, m in modules.items() if hasattr(m, "state_dict") and m.state_dict()}
+
+
+def _portable(info: Mapping[str, Any]) -> dict[str, Any]:
+    """What a policy file keeps of a run's ``config.json``: enough to rebuild the networks."""
+    keys = ("algo_config", "ppo_config", "num_envs")
+    return {
+        "args": {"algo": info["args"]["algo"], "env": info["args"]["env"]},
+        **{k: info[k] for k in keys if k in info},
+    }
+
+
+def _load_policy_file(path: Path, device: Any) -> TrainedPolicy:
+    """:func:`load_policy` of a ``.npz`` policy file."""
+    import torch
+
+    from rlcore.errors import CheckpointError
+
+    try:
+        with open(path, "rb") as f:  # our handle: numpy leaves its own open when a zip is damaged
+            loaded = np.load(f, allow_pickle=False)
+            if not isinstance(loaded, np.lib.npyio.NpzFile):
+                raise ValueError("a single array, not an .npz archive")
+            arrays = {k: loaded[k] for k in loaded.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:  # pickled objects raise ValueError
+        raise CheckpointError(f"{path}: not a policy file of rlcore ({type(e).__name__}: {e})") from e
+    if _META_KEY not in arrays:
+        raise CheckpointError(f"{path}: not a policy file of rlcore (no {_META_KEY} entry)")
+    try:
+        header = json.loads(str(arrays.pop(_META_KEY)))
+        version, name, env_id, info = header["version"], header["algo"], header["env_id"], header["info"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: its {_META_KEY} header is damaged ({type(e).__name__}: {e})") from e
+    if version != POLICY_FILE_VERSION:
+        raise CheckpointError(
+            f"{path}: policy file version {version!r}; this rlcore reads version {POLICY_FILE_VERSION}"
+        )
+    envs = make_eval_envs(env_id, 1)
+    obs_space, act_space = envs.single_observation_space, envs.single_action_space
+    envs.close()
+    algorithm = _build(name, info, obs_space, act_space, device)
+    parts: dict[str, dict[str, Any]] = {}
+    for key, array in arrays.items():
+        part, _, param = key.partition("/")
+        parts.setdefault(part, {})[param] = torch.from_numpy(np.ascontiguousarray(array))
+    expected = set(_acting_modules(algorithm))
+    if set(parts) != expected:
+        raise CheckpointError(
+            f"{path}: holds the networks {sorted(parts)}, a {name} acts with {sorted(expected)}"
+        )
+    try:
+        for part, state in parts.items():
+            getattr(algorithm, part).load_state_dict(state)
+    except Exception as e:  # noqa: BLE001 - whatever a state_dict that does not fit raises
+        raise CheckpointError(
+            f"{path}: its weights do not fit the {name} its header describes: "
+            f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        ) from e
+    return TrainedPolicy(
+        algorithm, algo=name, env_id=env_id, observation_space=obs_space, action_space=act_space, info=info
+    )

@@ -1,7 +1,5 @@
 """``rlcore collect-expert``: train an expert with ``rlcore train`` (or load a run directory that holds
-one) and record a dataset of its deterministic policy."""
-
-
+one, or a policy file of ``rlcore export-policy``) and record a dataset of its deterministic policy."""
 
 from __future__ import annotations
 
@@ -33,13 +31,14 @@ def collect_expert(
         out: directory for :meth:`rlcore.ReplayBuffer.save`.
         checkpoint: a run directory of ``rlcore train``. When it already holds a checkpoint the expert
             is loaded from it; otherwise it is trained there (default ``runs/expert-ENV-ALGO-sSEED``).
+            Or a policy file of ``rlcore export-policy`` (``.npz``), loaded as it is.
         steps: training env steps (default: the ``rlcore train`` preset of the env).
         seed: seed of the expert's training and of the recorded episodes' resets.
         minari: also write the episodes as the Minari dataset of this id (:func:`export_minari`).
 
     Raises:
         RuntimeError: training the expert failed.
-        FileNotFoundError, CheckpointError, ValueError: as :func:`load_expert_policy` and
+        FileNotFoundError, CheckpointError, ValueError: as :func:`rlcore.policy.load_policy` and
             :func:`record_episodes`.
         ImportError, ValueError: as :func:`export_minari`.
     """
@@ -47,11 +46,14 @@ def collect_expert(
     from rlcore.cli.train import train_command
 
     run_dir = Path(checkpoint) if checkpoint is not None else Path("runs") / f"expert-{env_id}-{algo}-s{seed}"
+    if run_dir.is_file():  # a policy file of `rlcore export-policy`
+        return record_expert(run_dir, env_id, episodes, out, seed=seed, minari=minari, algo=algo)
     if not ckpt_format.is_checkpoint(run_dir / "checkpoint"):
         argv = ["train", "--algo", algo, "--env", env_id, "--seed", str(seed), "--out", str(run_dir)]
         if steps is not None:
             argv += ["--steps", str(steps)]
-        status = train_command(build_parser().parse_args([*argv, "--no-progress"]))
+        argv += ["--no-progress"]
+        status = train_command(build_parser().parse_args(argv), argv)
         if status != 0:
             raise RuntimeError(f"training the expert failed (rlcore {' '.join(argv)} exited with {status})")
     return record_expert(run_dir, env_id, episodes, out, seed=seed, minari=minari, algo=algo)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -228,7 +229,9 @@ def resolve_resume(args: argparse.Namespace) -> Path | None:
         run_dir = args.out or default_run_dir(args)
         ckpt = run_dir / "checkpoint"
         if not checkpoint.is_checkpoint(ckpt):
-            raise UsageError(f"--resume: no checkpoint in {ckpt}, so nothing to resume (leave out --resume to start)")
+            raise UsageError(
+                f"--resume: no checkpoint in {ckpt}, so nothing to resume (leave out --resume to start)"
+            )
         return ckpt
     path = Path(args.resume)
     if not checkpoint.is_checkpoint(path) and checkpoint.is_checkpoint(path / "checkpoint"):
@@ -236,14 +239,13 @@ def resolve_resume(args: argparse.Namespace) -> Path | None:
     return path
 
 
-def resume_hint(out: Path) -> str:
-    """The command that continues the run in ``out``: this command with ``--resume`` (and without
-    an earlier ``--resume``/``--overwrite``/``--out``), as the user typed it."""
+def resume_hint(out: Path, command: Sequence[str]) -> str:
+    """The command that continues the run in ``out``: ``command`` (the words after ``rlcore``, as the
+    user typed them) with ``--resume`` (and without an earlier ``--resume``/``--overwrite``/``--out``)."""
     import shlex
-    import sys
 
     argv: list[str] = []
-    rest = list(sys.argv[1:])
+    rest = list(command)
     while rest:
         arg = rest.pop(0)
         name = arg.split("=", 1)[0]
@@ -292,14 +294,15 @@ def torch_device(name: str) -> Any:
     return device
 
 
-def run_to_end(built: Built, args: argparse.Namespace, out: Path) -> int:
-    """The tail of every ``rlcore train``: write ``config.json`` (the command, the flags and
+def run_to_end(built: Built, args: argparse.Namespace, out: Path, argv: Sequence[str]) -> int:
+    """The tail of every ``rlcore train``: write ``config.json`` (the command ``argv``, the flags and
     ``built.details``), run the trainer to its horizon with the console, JSONL and TensorBoard loggers,
     checkpointing into ``out/checkpoint`` (every ``--checkpoint-every``, at the end, on
     SIGINT/SIGTERM), and print one summary line. Returns the exit status: 0, or 128 + the signal's
     number when a signal stopped the run (after its checkpoint, with the command that resumes it)."""
     import dataclasses
     import json
+    import shlex
     import sys
 
     from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger, TensorBoardLogger
@@ -307,7 +310,7 @@ def run_to_end(built: Built, args: argparse.Namespace, out: Path) -> int:
 
     trainer = built.trainer
     config = {
-        "command": "rlcore " + " ".join(sys.argv[1:]),
+        "command": "rlcore " + shlex.join(argv),
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "trainer_config": dataclasses.asdict(trainer.config),
         **built.details,
@@ -327,7 +330,7 @@ def run_to_end(built: Built, args: argparse.Namespace, out: Path) -> int:
     finally:
         logger.close()
     if interrupted is not None:
-        print(f"rlcore: {interrupted}; to continue: {resume_hint(out)}", file=sys.stderr)
+        print(f"rlcore: {interrupted}; to continue: {resume_hint(out, argv)}", file=sys.stderr)
         return 128 + interrupted.signum
     assert last is not None and last.eval is not None
     summary = f"done: {args.env} {args.algo} env_steps={last.env_steps}"

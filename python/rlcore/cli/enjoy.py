@@ -32,10 +32,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "evaluation protocol of `rlcore train`) and print the return's mean ± std over them; --video DIR "
         "records them as MP4 files.",
     )
-    enjoy.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="run directory written by `rlcore train`")
+    enjoy.add_argument(
+        "run_dir",
+        type=Path,
+        metavar="RUN_DIR",
+        help="run directory written by `rlcore train`, or a policy file of `rlcore export-policy`",
+    )
     enjoy.add_argument("--episodes", type=_positive, default=10, help="episodes to run (default 10)")
     enjoy.add_argument(
-        "--seed", type=int, default=0, help="seed of the first reset; envs and episodes follow from it (default 0)"
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the first reset; envs and episodes follow from it (default 0)",
     )
     enjoy.add_argument(
         "--num-envs", type=_positive, default=1, help="envs stepped side by side (default 1; 1 with --video)"
@@ -48,7 +56,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="record every episode into DIR as MP4 (gymnasium's RecordVideo; needs the video extra: "
         "pip install -e '.[video]', from a clone pip install '.[video]')",
     )
-    enjoy.add_argument("--device", default="cpu", help="torch device of the policy: cpu, cuda, auto (default cpu)")
+    enjoy.add_argument(
+        "--device", default="cpu", help="torch device of the policy: cpu, cuda, auto (default cpu)"
+    )
     return enjoy
 
 

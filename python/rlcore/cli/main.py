@@ -43,11 +43,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return run_seeds(parser, args, argv)
             from rlcore.cli.train import train_command
 
-            return train_command(args)
+            return train_command(args, argv)
         if args.command == "collect-expert":
             from rlcore.cli.collect_expert import collect_expert_command
 
             return collect_expert_command(args)
+        if args.command == "export-policy":
+            from rlcore.cli.export_policy import export_policy_command
+
+            return export_policy_command(args)
         if args.command == "enjoy":
             from rlcore.cli.enjoy import enjoy_command
 

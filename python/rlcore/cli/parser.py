@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="run directory of `rlcore train`: loaded if it holds a checkpoint, else the expert is trained "
-        "there (default runs/expert-ENV-ALGO-sSEED)",
+        "there (default runs/expert-ENV-ALGO-sSEED); or a policy file of `rlcore export-policy` (.npz)",
     )
     expert.add_argument("--steps", type=positive_int, default=None, help="training env steps (default: per env)")
     expert.add_argument("--seed", type=int, default=0, help="seed of training and recording (default 0)")
@@ -290,4 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rlcore.cli.enjoy import add_parser as add_enjoy_parser  # rlcore enjoy RUN_DIR
 
     add_enjoy_parser(sub)
+    from rlcore.cli.export_policy import add_parser as add_export_parser  # rlcore export-policy RUN_DIR FILE
+
+    add_export_parser(sub)
     return parser

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rlcore.cli.algorithms import ALGORITHMS, Family
 from rlcore.cli.common import (
@@ -40,10 +40,11 @@ def _builder(family: Family) -> Callable[[argparse.Namespace], Built]:
     return builder
 
 
-def train_command(args: argparse.Namespace) -> int:
+def train_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run ``rlcore train`` with the parsed (and flag-checked: :func:`rlcore.cli.algorithms.check_flags`)
-    ``args``; returns the exit status (0, or 128 + a signal that stopped the run after its
-    checkpoint).
+    ``args``; ``argv`` are the words after ``rlcore`` that gave them (``config.json`` records them as
+    the run's command, and the resume hint repeats them). Returns the exit status (0, or 128 + a
+    signal that stopped the run after its checkpoint).
 
     Raises:
         UsageError: anything the builder refuses, a checkpoint that does not fit, a run
@@ -55,4 +56,4 @@ def train_command(args: argparse.Namespace) -> int:
     built = _builder(ALGORITHMS[args.algo].family)(args)
     load_resume(built.trainer, args)
     out = prepare_run_dir(args, default_run_dir(args))
-    return run_to_end(built, args, out)
+    return run_to_end(built, args, out, argv)

@@ -4,7 +4,7 @@ The learners are :class:`~rlcore.algos.BC` and :class:`~rlcore.algos.gail.GAIL`,
 :class:`~rlcore.trainers.OfflineTrainer` and :class:`~rlcore.trainers.OnPolicyTrainer`; GAIL's
 settings are :func:`rlcore.presets.gail_settings`."""
 
-from rlcore.imitation.datasets import ExpertData, load_expert_policy, record_episodes, record_expert
+from rlcore.imitation.datasets import ExpertData, record_episodes, record_expert
 from rlcore.imitation.minari import export_minari
 from rlcore.presets import GAILSettings, gail_settings
 from rlcore.trainers.offline import OfflineTrainer, OfflineTrainerConfig
@@ -16,7 +16,6 @@ __all__ = [
     "OfflineTrainerConfig",
     "export_minari",
     "gail_settings",
-    "load_expert_policy",
     "record_episodes",
     "record_expert",
 ]

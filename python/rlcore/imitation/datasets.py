@@ -16,8 +16,6 @@ Stored actions are the ones the env received (clipped to a ``Box``'s bounds)."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,23 +28,8 @@ from rlcore import buffers
 from rlcore.envs.stepping import EnvStepper, Episode
 from rlcore.errors import InvalidValueError
 from rlcore.imitation.minari import export_minari
-from rlcore.trainers import checkpoint as ckpt_format
 
-__all__ = ["ExpertData", "load_expert_policy", "record_episodes", "record_expert"]
-
-
-
-
-
-
-
-
-
-
-
-
-
-_ON_POLICY = ("vpg", "a2c", "ppo")
+__all__ = ["ExpertData", "record_episodes", "record_expert"]
 
 
 @dataclass(frozen=True)
@@ -63,55 +46,6 @@ class ExpertData:
     """Mean undiscounted return of the recorded episodes (env reward)."""
     return_std: float
     """Standard deviation of those returns."""
-
-
-def load_expert_policy(
-    run_dir: str | Path, observation_space: gym.Space, action_space: gym.Space
-) -> Callable[[np.ndarray], np.ndarray]:
-    """The deterministic policy of a run directory written by ``rlcore train`` (any algorithm).
-
-    Reads ``run_dir/config.json`` (algorithm and its config) and the checkpoint in
-    ``run_dir/checkpoint`` (:func:`rlcore.trainers.checkpoint.load`: ``trainer.pt`` with
-    ``torch.load(weights_only=True)``; nothing from the files runs as code).
-
-    Returns:
-        ``policy(obs [N, *O]) -> act`` (int64 ``[N]`` or float32 ``[N, A]``, unclipped).
-
-    Raises:
-        FileNotFoundError: no ``config.json`` or checkpoint in ``run_dir``.
-        CheckpointError: the checkpoint is of the old pickle format (the message says how to convert
-            a trusted one) or holds more than data.
-        ValueError: the run's algorithm is unknown.
-    """
-    from rlcore import algos
-
-    run_dir = Path(run_dir)
-    cfg_path, ckpt_dir = run_dir / "config.json", run_dir / "checkpoint"
-    if not cfg_path.is_file() or not ckpt_format.is_checkpoint(ckpt_dir):
-        missing = cfg_path if not cfg_path.is_file() else ckpt_dir
-        raise FileNotFoundError(f"{run_dir} is not a run directory of `rlcore train` ({missing} is missing)")
-    meta = json.loads(cfg_path.read_text())
-    name = meta["args"]["algo"]
-    classes: dict[str, tuple[Any, Any]] = {
-        "dqn": (algos.DQN, algos.DQNConfig),
-        "ddpg": (algos.DDPG, algos.DDPGConfig),
-        "td3": (algos.TD3, algos.TD3Config),
-        "sac": (algos.SAC, algos.SACConfig),
-        "vpg": (algos.VPG, algos.VPGConfig),
-        "a2c": (algos.A2C, algos.A2CConfig),
-        "ppo": (algos.PPO, algos.PPOConfig),
-    }
-    if name not in classes:
-        raise ValueError(f"{run_dir}: unknown algorithm {name!r}")
-    algo_cls, cfg_cls = classes[name]
-    fields = {f.name for f in dataclasses.fields(cfg_cls)}
-    config = cfg_cls(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["algo_config"].items() if k in fields}
-    )
-    kw = {"num_envs": int(meta.get("num_envs", 1))} if name in _ON_POLICY else {}
-    algo = algo_cls.from_spaces(observation_space, action_space, config, device="cpu", **kw)
-    algo.load_state_dict(ckpt_format.load(ckpt_dir).part("algorithm"))
-    return lambda obs: algo.act(obs, deterministic=True)
 
 
 def _record_rows(
@@ -196,12 +130,13 @@ def record_expert(
     algo: str | None = None,
 ) -> ExpertData:
     """Record ``episodes`` deterministic episodes of the expert trained in ``run_dir`` (a run
-    directory of ``rlcore train`` holding a checkpoint) and save them to ``out``.
+    directory of ``rlcore train`` holding a checkpoint, or a policy file of ``rlcore
+    export-policy``: :func:`rlcore.policy.load_policy`) and save them to ``out``.
 
     Episode k starts from ``env.reset(seed=seed + 100_000 + k)`` (apart from the training seeds).
 
     Args:
-        run_dir: the expert's run directory (``config.json`` and ``checkpoint/``).
+        run_dir: the expert's run directory (``config.json`` and ``checkpoint/``) or policy file.
         env_id: gymnasium env id.
         episodes: episodes to record (>= 1).
         out: directory for :meth:`rlcore.ReplayBuffer.save`.
@@ -210,14 +145,16 @@ def record_expert(
         algo: the algorithm's name, for the Minari metadata (default: read from ``run_dir``).
 
     Raises:
-        FileNotFoundError, CheckpointError, ValueError: as :func:`load_expert_policy` and
+        FileNotFoundError, CheckpointError, ValueError: as :func:`rlcore.policy.load_policy` and
             :func:`record_episodes`.
         ImportError, ValueError: as :func:`export_minari`.
     """
+    from rlcore.policy import load_policy
+
     run_dir = Path(run_dir)
-    env = gym.make(env_id)
-    policy = load_expert_policy(run_dir, env.observation_space, env.action_space)
-    env.close()
+    policy = load_policy(run_dir)
+    if policy.env_id != env_id:
+        raise ValueError(f"{run_dir}: the expert was trained on {policy.env_id}, not {env_id}")
     arrays, returns = _record_rows(policy, env_id, episodes, seed=seed + 100_000)
     buffer = _buffer_from_rows(arrays, seed + 100_000)
     out = Path(out)
@@ -228,7 +165,7 @@ def record_expert(
             env_id,
             arrays,
             seeds=[seed + 100_000 + k for k in range(episodes)],
-            algorithm_name=f"rlcore {algo or json.loads((run_dir / 'config.json').read_text())['args']['algo']} (deterministic policy of {run_dir})",
+            algorithm_name=f"rlcore {algo or policy.algo} (deterministic policy of {run_dir})",
         )
     return ExpertData(
         path=out,
