@@ -861,7 +861,7 @@ def test_distributed_resume_continues_exactly_with_fresh_episodes_from_the_resum
             path, algorithm, buf, make_envs, _ddpg, config=config, dist=dist, eval_envs=eval_envs
         )
         assert (trainer.iteration, trainer.env_steps, trainer.episodes, trainer.grad_steps) == saved
-        assert trainer._grad_credit == first._grad_credit and trainer._evaluations == 1
+        assert trainer.budget.credit == first.budget.credit and trainer._evaluations == 1
         for name, tensor in first.algorithm.state_dict()["actor"].items():
             torch.testing.assert_close(trainer.algorithm.state_dict()["actor"][name], tensor, rtol=0, atol=0)
         stats = list(trainer)

@@ -22,7 +22,7 @@ from rlcore.errors import ApiUsageError, InvalidValueError
 from rlcore.stats import CollectStats, EpochStats, mean_stats
 from rlcore.trainers import checkpoint
 from rlcore.trainers.loop import IterationClock, OwnState, Trainer, at_least
-from rlcore.trainers.off_policy import hand_back_priorities
+from rlcore.trainers.off_policy import UpdateBudget, hand_back_priorities
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,10 +155,9 @@ class DistributedTrainer(Trainer):
         self._failures_K = [0] * dist.num_collectors
         self._retry_at: dict[int, float] = {}
         self._submitted = 0
-        self._grad_credit = 0.0
+        self.budget = UpdateBudget(config, buffer)
         self._inflight: dict[Any, tuple[int, int]] = {}
         self._started = False
-        self._beta_start = buffer.beta
         self._sampler = (
             buffer.prefetch(
                 config.batch_size,
@@ -250,7 +249,6 @@ class DistributedTrainer(Trainer):
         return self.env_steps // every > (self.env_steps - collected) // every or last
 
     def __next__(self) -> EpochStats:
-        c = self.config
         if self.done and not self._inflight and not self._retry_at:
             raise StopIteration
         clock = IterationClock()
@@ -274,22 +272,15 @@ class DistributedTrainer(Trainer):
 
         # Update.
         algo_stats: list[Any] = []
-        past_warmup = min(collected.env_steps, self.env_steps - c.warmup_env_steps)
-        if past_warmup > 0:
-            self._grad_credit += c.utd_ratio * past_warmup
-            n_grad = int(self._grad_credit)
-            self._grad_credit -= n_grad
-            for _ in range(n_grad):
-                batch = self._next_batch()
-                stats = self.algorithm.update(batch)
-                hand_back_priorities(self.buffer, batch, stats)
-                algo_stats.append(stats)
-                self.grad_steps += 1
-                if self.grad_steps % self.dist.weight_sync_every == 0:
-                    self._publish()
-        if c.per_beta_end is not None and self._beta_start is not None and c.max_env_steps is not None:
-            frac = min(1.0, self.env_steps / c.max_env_steps)
-            self.buffer.beta = self._beta_start + frac * (c.per_beta_end - self._beta_start)
+        for _ in range(self.budget.grad_steps(collected.env_steps, self.env_steps)):
+            batch = self._next_batch()
+            stats = self.algorithm.update(batch)
+            hand_back_priorities(self.buffer, batch, stats)
+            algo_stats.append(stats)
+            self.grad_steps += 1
+            if self.grad_steps % self.dist.weight_sync_every == 0:
+                self._publish()
+        self.budget.anneal_beta(self.env_steps)
         clock.updated()
 
         # Evaluate.
@@ -339,12 +330,7 @@ class DistributedTrainer(Trainer):
         """Env steps and episodes (the collectors count them for the learner), the gradient-step
         credit, the PER ``beta`` and the shards."""
         return OwnState(
-            counters={
-                "env_steps": self.env_steps,
-                "episodes": self.episodes,
-                "grad_credit": self._grad_credit,
-                "buffer_beta": self.buffer.beta,
-            },
+            counters={"env_steps": self.env_steps, "episodes": self.episodes, **self.budget.counters()},
             buffer=self.buffer,
             info={"dist": dataclasses.asdict(self.dist), "shard_capacity": self.buffer.shard_capacity},
         )
@@ -353,10 +339,9 @@ class DistributedTrainer(Trainer):
         env_steps, episodes = int(ckpt.counter("env_steps")), int(ckpt.counter("episodes"))
         grad_credit, beta = float(ckpt.counter("grad_credit")), ckpt.counter("buffer_beta")
         ckpt.restore_buffer(self.buffer)
-        self.env_steps, self.episodes, self._grad_credit = env_steps, episodes, grad_credit
+        self.env_steps, self.episodes = env_steps, episodes
+        self.budget.restore(grad_credit, beta)
         self._submitted = env_steps
-        if beta is not None and self.buffer.prioritized:
-            self.buffer.beta = float(beta)
         seed = checkpoint.resume_seed(self.config.seed, iteration)
         self._ray.get([c.reset.remote(seed + 100 * k) for k, c in enumerate(self.collectors)])
 

@@ -39,13 +39,9 @@ from rlcore.trainers import checkpoint
 from rlcore.trainers.loop import IterationClock, OwnState, Trainer, at_least
 from rlcore.types import Policy, RewardFn, StatefulPolicy
 
-__all__ = ["OffPolicyTrainer", "OffPolicyTrainerConfig", "hand_back_priorities"]
+__all__ = ["OffPolicyTrainer", "OffPolicyTrainerConfig", "UpdateBudget", "hand_back_priorities"]
 
 
-def _buffer_beta(buffer: Any) -> float | None:
-    """The PER ``beta`` of a prioritized buffer, ``None`` for a uniform one."""
-    beta = getattr(buffer, "beta", None)
-    return None if beta is None else float(beta)
 
 
 def hand_back_priorities(buffer: Any, batch: Any, stats: Any) -> None:
@@ -109,6 +105,64 @@ class OffPolicyTrainerConfig:
             raise InvalidValueError("per_beta_end needs max_env_steps (the annealing horizon)")
 
 
+def _buffer_beta(buffer: Any) -> float | None:
+    """The PER ``beta`` of a prioritized buffer, ``None`` for a uniform one."""
+    beta = getattr(buffer, "beta", None)
+    return None if beta is None else float(beta)
+
+
+class UpdateBudget:
+    """How many gradient steps an off-policy iteration owes, and the PER ``beta`` it anneals: the
+    one schedule of the local and the distributed off-policy trainer.
+
+    * Gradient credit: ``utd_ratio`` gradient steps per env step collected after the warm-up; the
+      fraction left over carries to the next iteration, so the long-run ratio is exact.
+    * β annealing (Schaul et al. 2016, sec. 3.4): with ``config.per_beta_end``, a prioritized
+      buffer's ``beta`` goes linearly from its value at construction to ``per_beta_end`` by
+      ``max_env_steps``.
+
+    Args:
+        config: the schedule (``utd_ratio``, ``warmup_env_steps``, ``per_beta_end``, ``max_env_steps``).
+        buffer: the replay buffer (its ``beta`` when prioritized).
+    """
+
+    def __init__(self, config: OffPolicyTrainerConfig, buffer: Any) -> None:
+        self.config = config
+        self.buffer = buffer
+        self.credit = 0.0
+        """The fraction of a gradient step owed (in ``[0, 1)`` between iterations); checkpointed."""
+        self.beta_start = _buffer_beta(buffer)
+
+    def grad_steps(self, collected: int, env_steps: int) -> int:
+        """The gradient steps owed after collecting ``collected`` env steps, ``env_steps`` in all
+        (0 while nothing collected is past ``warmup_env_steps``)."""
+        past_warmup = min(collected, env_steps - self.config.warmup_env_steps)
+        if past_warmup <= 0:
+            return 0
+        self.credit += self.config.utd_ratio * past_warmup
+        n_grad = int(self.credit)
+        self.credit -= n_grad
+        return n_grad
+
+    def anneal_beta(self, env_steps: int) -> None:
+        """Set a prioritized buffer's ``beta`` for ``env_steps`` (no-op without ``per_beta_end``
+        or on a uniform buffer)."""
+        c = self.config
+        if c.per_beta_end is not None and self.beta_start is not None and c.max_env_steps is not None:
+            frac = min(1.0, env_steps / c.max_env_steps)
+            self.buffer.beta = self.beta_start + frac * (c.per_beta_end - self.beta_start)
+
+    def counters(self) -> dict[str, float | None]:
+        """The checkpoint counters: the credit and the buffer's current ``beta``."""
+        return {"grad_credit": self.credit, "buffer_beta": _buffer_beta(self.buffer)}
+
+    def restore(self, grad_credit: float, buffer_beta: float | None) -> None:
+        """Put back what :meth:`counters` returned (``beta`` only on a prioritized buffer)."""
+        self.credit = float(grad_credit)
+        if buffer_beta is not None and _buffer_beta(self.buffer) is not None:
+            self.buffer.beta = float(buffer_beta)
+
+
 class OffPolicyTrainer(Trainer):
     """Off-policy training loop as an iterator of :class:`~rlcore.stats.EpochStats`.
 
@@ -146,8 +200,7 @@ class OffPolicyTrainer(Trainer):
         super().__init__(algorithm, config, eval_envs)
         self.buffer = buffer
         self.collector = Collector(envs, buffer, reward_fn=reward_fn)
-        self._grad_credit = 0.0
-        self._beta_start = _buffer_beta(buffer)
+        self.budget = UpdateBudget(config, buffer)
         self._batch: Any = None  # reused NumPy arrays the buffer samples into (sample(out=...))
         self._batch_t: Any = None  # the same memory as torch tensors (CPU algorithms only)
 
@@ -221,17 +274,12 @@ class OffPolicyTrainer(Trainer):
 
         # Update.
         algo_stats: list[Any] = []
-        steps_past_warmup = min(collected.env_steps, self.env_steps - c.warmup_env_steps)
-        if steps_past_warmup > 0 and len(self.buffer) >= c.batch_size:
-            self._grad_credit += c.utd_ratio * steps_past_warmup
-            n_grad = int(self._grad_credit)
-            self._grad_credit -= n_grad
+        if len(self.buffer) >= c.batch_size:
+            n_grad = self.budget.grad_steps(collected.env_steps, self.env_steps)
             for _ in range(n_grad):
                 algo_stats.append(self._gradient_step())
             self.grad_steps += n_grad
-        if c.per_beta_end is not None and self._beta_start is not None and c.max_env_steps is not None:
-            frac = min(1.0, self.env_steps / c.max_env_steps)
-            self.buffer.beta = self._beta_start + frac * (c.per_beta_end - self._beta_start)
+        self.budget.anneal_beta(self.env_steps)
         clock.updated()
 
         # Evaluate.
@@ -249,11 +297,7 @@ class OffPolicyTrainer(Trainer):
         env_state = collector.pop("envs")
         return OwnState(
             parts={"collector": collector},
-            counters={
-                "env_steps": self.env_steps,
-                "grad_credit": self._grad_credit,
-                "buffer_beta": _buffer_beta(self.buffer),
-            },
+            counters={"env_steps": self.env_steps, **self.budget.counters()},
             buffer=self.buffer,
             env_state=env_state,
             info={"buffer_capacity": getattr(self.buffer, "capacity", None)},
@@ -263,12 +307,10 @@ class OffPolicyTrainer(Trainer):
         collector = dict(ckpt.part("collector"))
         grad_credit, beta = float(ckpt.counter("grad_credit")), ckpt.counter("buffer_beta")
         ckpt.restore_buffer(self.buffer)
-        self._grad_credit = grad_credit
         collector["envs"] = ckpt.env_state
         exact = self.collector.load_state_dict(collector, seed=checkpoint.resume_seed(self.config.seed, iteration))
         self._envs_restored(ckpt, exact)
-        if beta is not None:
-            self.buffer.beta = float(beta)
+        self.budget.restore(grad_credit, beta)
 
     def _envs_restored(self, ckpt: checkpoint.Checkpoint, exact: bool) -> None:
         """Called by :meth:`_load_own_state` once the collector is restored: ``exact`` when the envs
