@@ -10,6 +10,7 @@ import numpy as np
 from rlcore._core import RawBuffer
 from rlcore.batch import TransitionBatch
 from rlcore.buffers.offline import complete_steps, offline_capacity
+from rlcore.buffers.prioritized import PER_ALPHA, PER_BETA, PER_EPS
 from rlcore.buffers.replay import (
     ReplayBuffer,
     _index_array,
@@ -80,9 +81,9 @@ class HERReplayBuffer(ReplayBuffer):
         distance_threshold: float | None = None,
         goal_keys: tuple[str, str, str] = ("observation", "achieved_goal", "desired_goal"),
         prioritized: bool = False,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
+        alpha: float = PER_ALPHA,
+        beta: float = PER_BETA,
+        eps: float = PER_EPS,
         finished_only: bool = False,
         exact_ratio: bool = False,
     ) -> HERReplayBuffer:
@@ -133,9 +134,9 @@ class HERReplayBuffer(ReplayBuffer):
         distance_threshold: float | None = None,
         goal_keys: tuple[str, str, str] = ("observation", "achieved_goal", "desired_goal"),
         prioritized: bool = False,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
+        alpha: float = PER_ALPHA,
+        beta: float = PER_BETA,
+        eps: float = PER_EPS,
         extras: Mapping[str, Any] | None = None,
         finished_only: bool = False,
         exact_ratio: bool = False,
@@ -193,9 +194,9 @@ class HERReplayBuffer(ReplayBuffer):
         distance_threshold: float | None = None,
         goal_keys: tuple[str, str, str] = ("observation", "achieved_goal", "desired_goal"),
         prioritized: bool = False,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
+        alpha: float = PER_ALPHA,
+        beta: float = PER_BETA,
+        eps: float = PER_EPS,
         finished_only: bool = False,
         exact_ratio: bool = False,
     ) -> HERReplayBuffer:

@@ -15,6 +15,15 @@ INDEX_ROW_MASK = (1 << INDEX_ROW_BITS) - 1
 """``index & INDEX_ROW_MASK`` is an index's row: a prioritized buffer's indices carry the generation
 of their transition above bit ``INDEX_ROW_BITS`` (40)."""
 
+PER_ALPHA = 0.6
+"""Default priority exponent alpha of every prioritized buffer (Schaul et al. 2016, Table 3,
+proportional variant)."""
+PER_BETA = 0.4
+"""Default initial importance-sampling exponent beta (Schaul et al. 2016, Table 3; annealed to 1
+by ``OffPolicyTrainerConfig.per_beta_end`` or a :class:`~rlcore.schedules.LinearSchedule`)."""
+PER_EPS = 1e-6
+"""Default constant added to every priority ``|delta|`` so that none is zero."""
+
 
 class PrioritizedReplayBuffer(ReplayBuffer):
     """Prioritized experience replay (Schaul et al. 2016, "Prioritized Experience Replay").
@@ -66,9 +75,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         capacity: int,
         *,
         num_envs: int = 1,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
+        alpha: float = PER_ALPHA,
+        beta: float = PER_BETA,
+        eps: float = PER_EPS,
         seed: int | None = None,
         frame_stack: int | None = None,
     ) -> PrioritizedReplayBuffer:
@@ -92,9 +101,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         *,
         capacity: int,
         num_envs: int = 1,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
+        alpha: float = PER_ALPHA,
+        beta: float = PER_BETA,
+        eps: float = PER_EPS,
         seed: int | None = None,
         extras: Mapping[str, Any] | None = None,
         frame_stack: int | None = None,
