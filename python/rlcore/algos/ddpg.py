@@ -12,11 +12,9 @@ policy and the state-dict layout are shared with TD3 (:mod:`rlcore.algos.determi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
@@ -25,21 +23,12 @@ from rlcore.algos.common import (
     check_fields,
     gradient_step,
     no_param_grad,
-    obs_to_torch,
     td_priorities,
     td_target,
     weighted_mean,
 )
-from rlcore.algos.deterministic import (
-    adam_optimizers,
-    exploration_action,
-    load_state_dict_into,
-    set_up,
-    state_dict_of,
-    target_action,
-)
+from rlcore.algos.deterministic import DeterministicActorCritic, exploration_action, target_action
 from rlcore.batch import TransitionBatch
-from rlcore.nets import DeterministicActor, EnsembleQNetwork, ObsEncoder
 from rlcore.stats import not_logged
 
 __all__ = ["DDPG", "DDPGConfig", "DDPGStats"]
@@ -102,7 +91,7 @@ class DDPGStats:
     (not logged; the trainer hands them to ``buffer.update_priorities``)."""
 
 
-class DDPG:
+class DDPG(DeterministicActorCritic):
     """DDPG for bounded continuous actions.
 
     Args:
@@ -115,43 +104,9 @@ class DDPG:
         device: where the networks live (``None``/``"auto"``: cuda when available).
     """
 
-    def __init__(
-        self,
-        *,
-        encoder: ObsEncoder,
-        actor: DeterministicActor,
-        critic: EnsembleQNetwork,
-        actor_optimizer: torch.optim.Optimizer,
-        critic_optimizer: torch.optim.Optimizer,
-        config: DDPGConfig,
-        device: str | torch.device | None = None,
-    ) -> None:
-        set_up(
-            self,
-            encoder=encoder,
-            actor=actor,
-            critic=critic,
-            actor_optimizer=actor_optimizer,
-            critic_optimizer=critic_optimizer,
-            config=config,
-            device=device,
-        )
-
-    @classmethod
-    def from_spaces(
-        cls,
-        observation_space: gym.Space,
-        action_space: gym.spaces.Box,
-        config: DDPGConfig | None = None,
-        *,
-        device: str | torch.device | None = None,
-    ) -> DDPG:
-        """Build the default MLP actor and critic with Adam optimizers for single-env spaces."""
-        return cls(
-            **adam_optimizers(
-                observation_space, action_space, config or DDPGConfig(), n_critics=1, device=device
-            )
-        )
+    N_CRITICS = 1
+    CONFIG = DDPGConfig
+    config: DDPGConfig
 
     @torch.no_grad()
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
@@ -160,7 +115,7 @@ class DDPG:
         Exploration: ``mu(o) + N(0, (noise * scale)^2)`` clipped to the bounds, replaced by a uniform
         random action with probability ``random_action_prob``.
         """
-        act_NA = self.actor(self.encoder(obs_to_torch(obs, self.device))).cpu().numpy()
+        act_NA = self.policy_action(obs)
         if deterministic:
             return act_NA
         c = self.config
@@ -220,12 +175,3 @@ class DDPG:
             td_abs_mean=td_abs_mean,
             priorities=td_priorities(td_abs_B, weights_B),
         )
-
-    def state_dict(self) -> dict[str, Any]:
-        """Networks, targets, optimizers, counters and the exploration generator
-        (:func:`~rlcore.algos.deterministic.state_dict_of`)."""
-        return state_dict_of(self)
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
-        load_state_dict_into(self, state)

@@ -1,12 +1,13 @@
-"""The parts that DDPG and TD3 share, as free functions: their construction (networks, frozen
-targets, optimizers, generator), their default networks, the exploring policy, the target policy,
-and the layout of their state dict.
+"""The parts that DDPG, TD3 and TD3+BC share: :class:`DeterministicActorCritic`, a declared dataclass
+of their networks, frozen targets, optimizers and generators with ``from_spaces``, the deterministic
+actor's action and the state-dict layout; and the free functions of their math: the exploring policy
+and the target policy.
 
-Both are built from an observation encoder, a deterministic actor ``mu(o)`` inside the action bounds
-(:class:`~rlcore.nets.DeterministicActor`, with ``action_scale``/``action_bias`` buffers), an
-ensemble of K Q critics (:class:`~rlcore.nets.EnsembleQNetwork`; K = 1 for DDPG, 2 for TD3), frozen
-target copies of actor and critics, and one optimizer each for actor and critics. Each algorithm's
-``update`` stays in its own module, in the order of its paper.
+All three are built from an observation encoder, a deterministic actor ``mu(o)`` inside the action
+bounds (:class:`~rlcore.nets.DeterministicActor`, with ``action_scale``/``action_bias`` buffers), an
+ensemble of K Q critics (:class:`~rlcore.nets.EnsembleQNetwork`; K = 1 for DDPG, 2 for TD3 and
+TD3+BC), frozen target copies of actor and critics, and one optimizer each for actor and critics.
+Each algorithm's ``update`` stays in its own module, in the order of its paper.
 
 Dimension letters: B batch, N envs, O flat observation, A action.
 """
@@ -15,8 +16,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import asdict
-from typing import Any, Protocol
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Protocol, Self
 
 import gymnasium as gym
 import numpy as np
@@ -27,6 +28,7 @@ from rlcore.algos.common import (
     adam,
     freeze,
     generator_state,
+    obs_to_torch,
     resolve_device,
     seeded_init,
     set_generator_state,
@@ -36,37 +38,19 @@ from rlcore.nets import DeterministicActor, EnsembleQNetwork, ObsEncoder
 
 __all__ = [
     "NETWORKS",
-    "adam_optimizers",
+    "DeterministicActorCritic",
     "default_networks",
-    "set_up",
     "exploration_action",
-    "load_state_dict_into",
-    "state_dict_of",
     "target_action",
 ]
 
 NETWORKS = ("encoder", "actor", "critic", "actor_target", "critic_target")
-"""The modules of a DDPG or TD3 state dict, each under its attribute name."""
-
-
-class DeterministicAlgorithm(Protocol):
-    """The attributes of DDPG and TD3 that :func:`state_dict_of` and :func:`load_state_dict_into` use."""
-
-    config: Any
-    encoder: ObsEncoder
-    actor: DeterministicActor
-    critic: EnsembleQNetwork
-    actor_target: DeterministicActor
-    critic_target: EnsembleQNetwork
-    actor_optimizer: torch.optim.Optimizer
-    critic_optimizer: torch.optim.Optimizer
-    grad_steps: int
-    rng: np.random.Generator
-    torch_rng: torch.Generator
+"""The modules of a DDPG, TD3 or TD3+BC state dict, each under its attribute name."""
 
 
 class NetworkConfig(Protocol):
-    """The config fields of DDPG and TD3 that :func:`default_networks` reads."""
+    """The config fields of DDPG, TD3 and TD3+BC that :func:`default_networks` and
+    :meth:`DeterministicActorCritic.from_spaces` read."""
 
     @property
     def hidden(self) -> tuple[int, ...]: ...
@@ -74,6 +58,10 @@ class NetworkConfig(Protocol):
     def normalize_obs(self) -> bool: ...
     @property
     def seed(self) -> int | None: ...
+    @property
+    def actor_lr(self) -> float: ...
+    @property
+    def critic_lr(self) -> float: ...
 
 
 def default_networks(
@@ -98,67 +86,122 @@ def default_networks(
     return encoder, actor, critic
 
 
-def set_up(
-    algo: Any,
-    *,
-    encoder: ObsEncoder,
-    actor: DeterministicActor,
-    critic: EnsembleQNetwork,
-    actor_optimizer: torch.optim.Optimizer,
-    critic_optimizer: torch.optim.Optimizer,
-    config: Any,
-    device: str | torch.device | None,
-) -> None:
-    """What the constructors of DDPG and TD3 do: put the networks on the device (``None``/``"auto"``:
-    cuda when available), make frozen target copies of actor and critic (soft-updated through
-    ``algo._targets``), keep the optimizers, the parameter lists that gradient steps clip, the
-    exploration generator (numpy) and the target-smoothing generator (torch) seeded with
-    ``config.seed``, and the action bounds as NumPy arrays."""
-    algo.config = config
-    algo.device = resolve_device(device)
-    algo.encoder = encoder.to(algo.device)
-    algo.actor = actor.to(algo.device)
-    algo.critic = critic.to(algo.device)
-    algo.actor_target = freeze(copy.deepcopy(algo.actor))
-    algo.critic_target = freeze(copy.deepcopy(algo.critic))
-    algo._targets = (
-        TargetNetwork(algo.critic_target, algo.critic),
-        TargetNetwork(algo.actor_target, algo.actor),
-    )
-    algo._critic_params = list(algo.critic.parameters())
-    algo._actor_params = list(algo.actor.parameters())
-    algo.actor_optimizer = actor_optimizer
-    algo.critic_optimizer = critic_optimizer
-    algo.rng = np.random.default_rng(config.seed)
-    algo.torch_rng = torch_generator(config.seed, algo.device)
-    algo.grad_steps = 0
-    algo._scale_A = algo.actor.action_scale.cpu().numpy()
-    algo._bias_A = algo.actor.action_bias.cpu().numpy()
+@dataclass(eq=False, repr=False, kw_only=True)
+class DeterministicActorCritic:
+    """What DDPG, TD3 and TD3+BC hold: the given networks and optimizers on ``device``, frozen
+    target copies of actor and critic (polyak-averaged through ``_targets``), the parameter lists
+    that gradient steps clip, the exploration generator ``rng`` (numpy) and the target-smoothing
+    generator ``torch_rng`` (torch) seeded with ``config.seed``, the action bounds as NumPy arrays
+    and the gradient-step counter. A subclass sets :attr:`N_CRITICS` and :attr:`CONFIG` and adds
+    ``act`` and ``update``.
 
+    Args:
+        encoder: flattens/normalises observations; shared by all networks and their targets.
+        actor: ``obs_BO -> act_BA`` inside the action bounds, with ``action_scale``/``action_bias`` buffers.
+        critic: ``(obs_BO, act_BA) -> q_KB`` with K = :attr:`N_CRITICS`.
+        actor_optimizer: optimises the actor.
+        critic_optimizer: optimises the critic(s).
+        config: hyperparameters.
+        device: where the networks live (``None``/``"auto"``: cuda when available); the resolved
+            ``torch.device`` after construction.
+    """
 
-def adam_optimizers(
-    observation_space: gym.Space,
-    action_space: gym.spaces.Box,
-    config: Any,
-    *,
-    n_critics: int,
-    device: str | torch.device | None,
-) -> dict[str, Any]:
-    """The keyword arguments of a DDPG/TD3 constructor with the default networks
-    (:func:`default_networks`) and Adam optimizers at ``config.actor_lr`` / ``config.critic_lr``."""
-    dev = resolve_device(device)
-    encoder, actor, critic = default_networks(
-        observation_space, action_space, config, n_critics=n_critics, device=dev
-    )
-    return dict(
-        encoder=encoder,
-        actor=actor,
-        critic=critic,
-        actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
-        critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
-        config=config,
-        device=dev,
-    )
+    N_CRITICS: ClassVar[int]
+    """K, the critics of ``from_spaces``' default networks."""
+    CONFIG: ClassVar[type[Any]]
+    """The config class (its defaults serve ``from_spaces(config=None)``)."""
+
+    encoder: ObsEncoder
+    actor: DeterministicActor
+    critic: EnsembleQNetwork
+    actor_optimizer: torch.optim.Optimizer
+    critic_optimizer: torch.optim.Optimizer
+    config: Any
+    device: Any = None
+    actor_target: DeterministicActor = field(init=False)
+    critic_target: EnsembleQNetwork = field(init=False)
+    rng: np.random.Generator = field(init=False)
+    torch_rng: torch.Generator = field(init=False)
+    grad_steps: int = field(init=False, default=0)
+    _targets: tuple[TargetNetwork, TargetNetwork] = field(init=False)
+    _critic_params: list[torch.nn.Parameter] = field(init=False)
+    _actor_params: list[torch.nn.Parameter] = field(init=False)
+    _scale_A: np.ndarray = field(init=False)
+    _bias_A: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.device = resolve_device(self.device)
+        self.encoder = self.encoder.to(self.device)
+        self.actor = self.actor.to(self.device)
+        self.critic = self.critic.to(self.device)
+        self.actor_target = freeze(copy.deepcopy(self.actor))
+        self.critic_target = freeze(copy.deepcopy(self.critic))
+        self._targets = (
+            TargetNetwork(self.critic_target, self.critic),
+            TargetNetwork(self.actor_target, self.actor),
+        )
+        self._critic_params = list(self.critic.parameters())
+        self._actor_params = list(self.actor.parameters())
+        self.rng = np.random.default_rng(self.config.seed)
+        self.torch_rng = torch_generator(self.config.seed, self.device)
+        self._scale_A = self.actor.action_scale.cpu().numpy()
+        self._bias_A = self.actor.action_bias.cpu().numpy()
+
+    @classmethod
+    def from_spaces(
+        cls,
+        observation_space: gym.Space,
+        action_space: gym.spaces.Box,
+        config: Any = None,
+        *,
+        device: str | torch.device | None = None,
+    ) -> Self:
+        """Build the default MLP actor and :attr:`N_CRITICS` critics (:func:`default_networks`)
+        with Adam optimizers at ``config.actor_lr`` / ``config.critic_lr`` for single-env spaces
+        (``config=None``: :attr:`CONFIG`'s defaults)."""
+        config = cls.CONFIG() if config is None else config
+        dev = resolve_device(device)
+        encoder, actor, critic = default_networks(
+            observation_space, action_space, config, n_critics=cls.N_CRITICS, device=dev
+        )
+        return cls(
+            encoder=encoder,
+            actor=actor,
+            critic=critic,
+            actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
+            critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
+            config=config,
+            device=dev,
+        )
+
+    @torch.no_grad()
+    def policy_action(self, obs: Any) -> np.ndarray:
+        """``mu(o)`` float32 ``[N, A]`` for a NumPy batch of N observations (no exploration)."""
+        return self.actor(self.encoder(obs_to_torch(obs, self.device))).cpu().numpy()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Config, the :data:`NETWORKS`, both optimizers, the gradient-step counter and the two
+        generators, each under its attribute name (``"rng"``: numpy exploration, ``"torch_rng"``:
+        torch target smoothing)."""
+        return {
+            "config": asdict(self.config),
+            **{name: getattr(self, name).state_dict() for name in NETWORKS},
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "grad_steps": self.grad_steps,
+            "rng": self.rng.bit_generator.state,
+            "torch_rng": generator_state(self.torch_rng),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned, in place (the config is not read)."""
+        for name in NETWORKS:
+            getattr(self, name).load_state_dict(state[name])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.grad_steps = int(state["grad_steps"])
+        self.rng.bit_generator.state = state["rng"]
+        set_generator_state(self.torch_rng, state["torch_rng"])
 
 
 def exploration_action(
@@ -198,29 +241,3 @@ def target_action(
     noise_BA = (eps_BA * noise).clamp(-noise_clip, noise_clip)
     act_next_BA = act_next_BA + noise_BA * scale_A
     return torch.maximum(torch.minimum(act_next_BA, bias_A + scale_A), bias_A - scale_A)
-
-
-def state_dict_of(algo: DeterministicAlgorithm) -> dict[str, Any]:
-    """Config, the :data:`NETWORKS`, both optimizers, the gradient-step counter and the two
-    generators, each under its attribute name (``"rng"``: numpy exploration, ``"torch_rng"``: torch
-    target smoothing)."""
-    return {
-        "config": asdict(algo.config),
-        **{name: getattr(algo, name).state_dict() for name in NETWORKS},
-        "actor_optimizer": algo.actor_optimizer.state_dict(),
-        "critic_optimizer": algo.critic_optimizer.state_dict(),
-        "grad_steps": algo.grad_steps,
-        "rng": algo.rng.bit_generator.state,
-        "torch_rng": generator_state(algo.torch_rng),
-    }
-
-
-def load_state_dict_into(algo: DeterministicAlgorithm, state: Mapping[str, Any]) -> None:
-    """Restore what :func:`state_dict_of` returned, in place (the config is not read)."""
-    for name in NETWORKS:
-        getattr(algo, name).load_state_dict(state[name])
-    algo.actor_optimizer.load_state_dict(state["actor_optimizer"])
-    algo.critic_optimizer.load_state_dict(state["critic_optimizer"])
-    algo.grad_steps = int(state["grad_steps"])
-    algo.rng.bit_generator.state = state["rng"]
-    set_generator_state(algo.torch_rng, state["torch_rng"])

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
@@ -24,21 +23,12 @@ from rlcore.algos.common import (
     check_fields,
     gradient_step,
     no_param_grad,
-    obs_to_torch,
     td_priorities,
     td_target,
     weighted_mean,
 )
-from rlcore.algos.deterministic import (
-    adam_optimizers,
-    exploration_action,
-    load_state_dict_into,
-    set_up,
-    state_dict_of,
-    target_action,
-)
+from rlcore.algos.deterministic import DeterministicActorCritic, exploration_action, target_action
 from rlcore.batch import TransitionBatch
-from rlcore.nets import DeterministicActor, EnsembleQNetwork, ObsEncoder
 from rlcore.stats import not_logged
 
 __all__ = ["TD3", "TD3Config", "TD3Stats"]
@@ -109,7 +99,7 @@ class TD3Stats:
     (not logged; the trainer hands them to ``buffer.update_priorities``)."""
 
 
-class TD3:
+class TD3(DeterministicActorCritic):
     """TD3 for bounded continuous actions.
 
     Args:
@@ -122,49 +112,18 @@ class TD3:
         device: where the networks live (``None``/``"auto"``: cuda when available).
     """
 
-    def __init__(
-        self,
-        *,
-        encoder: ObsEncoder,
-        actor: DeterministicActor,
-        critic: EnsembleQNetwork,
-        actor_optimizer: torch.optim.Optimizer,
-        critic_optimizer: torch.optim.Optimizer,
-        config: TD3Config,
-        device: str | torch.device | None = None,
-    ) -> None:
-        set_up(
-            self,
-            encoder=encoder,
-            actor=actor,
-            critic=critic,
-            actor_optimizer=actor_optimizer,
-            critic_optimizer=critic_optimizer,
-            config=config,
-            device=device,
-        )
-        self.last_actor_loss = 0.0
+    N_CRITICS = 2
+    CONFIG = TD3Config
+    config: TD3Config
 
-    @classmethod
-    def from_spaces(
-        cls,
-        observation_space: gym.Space,
-        action_space: gym.spaces.Box,
-        config: TD3Config | None = None,
-        *,
-        device: str | torch.device | None = None,
-    ) -> TD3:
-        """Build the default MLP actor and twin critics with Adam optimizers for single-env spaces."""
-        return cls(
-            **adam_optimizers(
-                observation_space, action_space, config or TD3Config(), n_critics=2, device=device
-            )
-        )
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.last_actor_loss = 0.0
 
     @torch.no_grad()
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
         """Actions float32 ``[N, A]``; exploration adds Gaussian noise and clips to the bounds."""
-        act_NA = self.actor(self.encoder(obs_to_torch(obs, self.device))).cpu().numpy()
+        act_NA = self.policy_action(obs)
         if deterministic:
             return act_NA
         return exploration_action(
@@ -221,11 +180,11 @@ class TD3:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, targets, optimizers, counters and the exploration generator
-        (:func:`~rlcore.algos.deterministic.state_dict_of`), and the latest actor loss."""
-        return {**state_dict_of(self), "last_actor_loss": self.last_actor_loss}
+        """:meth:`DeterministicActorCritic.state_dict` (networks, targets, optimizers, counters,
+        generators) and the latest actor loss."""
+        return {**super().state_dict(), "last_actor_loss": self.last_actor_loss}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
-        load_state_dict_into(self, state)
+        super().load_state_dict(state)
         self.last_actor_loss = float(state["last_actor_loss"])

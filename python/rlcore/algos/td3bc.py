@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -42,15 +41,8 @@ from rlcore.algos.common import (
     obs_to_torch,
     td_target,
 )
-from rlcore.algos.deterministic import (
-    adam_optimizers,
-    load_state_dict_into,
-    set_up,
-    state_dict_of,
-    target_action,
-)
+from rlcore.algos.deterministic import DeterministicActorCritic, target_action
 from rlcore.batch import TransitionBatch
-from rlcore.nets import DeterministicActor, EnsembleQNetwork, ObsEncoder
 
 __all__ = ["TD3BC", "TD3BCConfig", "TD3BCStats", "td3bc_actor_loss"]
 
@@ -124,7 +116,7 @@ def td3bc_actor_loss(
     return -lmbda * q_pi_B.mean() + bc_loss, bc_loss, lmbda
 
 
-class TD3BC:
+class TD3BC(DeterministicActorCritic):
     """TD3+BC for bounded continuous actions, trained on a fixed dataset.
 
     Args:
@@ -137,45 +129,14 @@ class TD3BC:
         device: where the networks live (``None``/``"auto"``: cuda when available).
     """
 
-    def __init__(
-        self,
-        *,
-        encoder: ObsEncoder,
-        actor: DeterministicActor,
-        critic: EnsembleQNetwork,
-        actor_optimizer: torch.optim.Optimizer,
-        critic_optimizer: torch.optim.Optimizer,
-        config: TD3BCConfig,
-        device: str | torch.device | None = None,
-    ) -> None:
-        set_up(
-            self,
-            encoder=encoder,
-            actor=actor,
-            critic=critic,
-            actor_optimizer=actor_optimizer,
-            critic_optimizer=critic_optimizer,
-            config=config,
-            device=device,
-        )
+    N_CRITICS = 2
+    CONFIG = TD3BCConfig
+    config: TD3BCConfig
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self.obs_fitted = False
         self._last = {"actor_loss": 0.0, "bc_loss": 0.0, "lmbda": 0.0}
-
-    @classmethod
-    def from_spaces(
-        cls,
-        observation_space: gym.Space,
-        action_space: gym.spaces.Box,
-        config: TD3BCConfig | None = None,
-        *,
-        device: str | torch.device | None = None,
-    ) -> TD3BC:
-        """Build the default MLP actor and twin critics with Adam optimizers for single-env spaces."""
-        return cls(
-            **adam_optimizers(
-                observation_space, action_space, config or TD3BCConfig(), n_critics=2, device=device
-            )
-        )
 
     def fit_obs(self, obs: Any) -> None:
         """Fix the observation normaliser to the statistics of the dataset's observations
@@ -195,7 +156,7 @@ class TD3BC:
     @torch.no_grad()
     def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
         """Actions float32 ``[N, A]``: ``pi(s)`` (``deterministic`` is ignored: no exploration offline)."""
-        return self.actor(self.encoder(obs_to_torch(obs, self.device))).cpu().numpy()
+        return self.policy_action(obs)
 
     def update(self, batch: TransitionBatch) -> TD3BCStats:
         """One critic step; every ``policy_delay`` steps also an actor step (eq. 3-4) and a target
@@ -245,12 +206,12 @@ class TD3BC:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks (the encoder with its normaliser), targets, optimizers, counters, the
-        generators (:func:`~rlcore.algos.deterministic.state_dict_of`) and the latest actor stats."""
-        return {**state_dict_of(self), "obs_fitted": self.obs_fitted, "last": dict(self._last)}
+        """:meth:`DeterministicActorCritic.state_dict` (networks with the encoder's normaliser,
+        targets, optimizers, counters, generators) and the latest actor stats."""
+        return {**super().state_dict(), "obs_fitted": self.obs_fitted, "last": dict(self._last)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
-        load_state_dict_into(self, state)
+        super().load_state_dict(state)
         self.obs_fitted = bool(state["obs_fitted"])
         self._last = dict(state["last"])
