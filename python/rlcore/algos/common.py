@@ -12,6 +12,7 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -34,6 +35,8 @@ __all__ = [
     "freeze",
     "generator_state",
     "gradient_step",
+    "learner_state",
+    "load_learner_state",
     "no_param_grad",
     "obs_to_torch",
     "polyak_update",
@@ -280,6 +283,39 @@ def generator_state(generator: torch.Generator) -> torch.Tensor:
 def set_generator_state(generator: torch.Generator, state: torch.Tensor) -> None:
     """Restore :func:`generator_state` into ``generator``."""
     generator.set_state(state.cpu())
+
+
+def learner_state(
+    algo: Any, *, modules: Sequence[str], optimizers: Sequence[str], tensors: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The state-dict layout of SAC, CQL and IQL: ``config`` (as a dict), each of ``modules`` and
+    ``optimizers`` under its attribute name (their ``state_dict()``), each of ``tensors`` (a
+    detached copy), ``grad_steps`` and ``torch_rng`` (:func:`generator_state`)."""
+    return {
+        "config": asdict(algo.config),
+        **{name: getattr(algo, name).state_dict() for name in (*modules, *optimizers)},
+        **{name: getattr(algo, name).detach().clone() for name in tensors},
+        "grad_steps": algo.grad_steps,
+        "torch_rng": generator_state(algo.torch_rng),
+    }
+
+
+def load_learner_state(
+    algo: Any,
+    state: Mapping[str, Any],
+    *,
+    modules: Sequence[str],
+    optimizers: Sequence[str],
+    tensors: Sequence[str] = (),
+) -> None:
+    """Restore what :func:`learner_state` returned into ``algo``, in place (the config is not read)."""
+    for name in (*modules, *optimizers):
+        getattr(algo, name).load_state_dict(state[name])
+    with torch.no_grad():
+        for name in tensors:
+            getattr(algo, name).copy_(state[name])
+    algo.grad_steps = int(state["grad_steps"])
+    set_generator_state(algo.torch_rng, state["torch_rng"])
 
 
 @contextmanager

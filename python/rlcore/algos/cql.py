@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -50,16 +50,16 @@ from rlcore.algos.common import (
     as_torch,
     check_fields,
     freeze,
-    generator_state,
     gradient_step,
+    learner_state,
+    load_learner_state,
     no_param_grad,
     obs_to_torch,
     resolve_device,
-    seeded_init,
-    set_generator_state,
     td_target,
     torch_generator,
 )
+from rlcore.algos.sac import default_parts
 from rlcore.batch import TransitionBatch
 from rlcore.nets import EnsembleQNetwork, ObsEncoder, SquashedGaussianActor
 
@@ -171,6 +171,14 @@ def cql_gap(
     return (lse_KB - q_data_KB).mean(-1)
 
 
+_STATE = {
+    "modules": ("encoder", "actor", "critic", "critic_target"),
+    "optimizers": ("actor_optimizer", "critic_optimizer", "alpha_optimizer", "alpha_prime_optimizer"),
+    "tensors": ("log_alpha", "log_alpha_prime"),
+}
+"""The state-dict layout of :class:`CQL` (:func:`~rlcore.algos.common.learner_state`)."""
+
+
 class CQL:
     """CQL(H) on SAC for bounded continuous actions, trained on a fixed dataset.
 
@@ -227,24 +235,9 @@ class CQL:
         *,
         device: str | torch.device | None = None,
     ) -> CQL:
-        """Build the default MLP actor and twin critics with Adam optimizers for single-env spaces."""
-        config = config or CQLConfig()
-        dev = resolve_device(device)
-        act_dim = int(np.prod(action_space.shape))
-        with seeded_init(config.seed):
-            encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
-            actor = SquashedGaussianActor(encoder.dim, action_space, config.hidden).to(dev)
-            critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=2).to(dev)
-        return cls(
-            encoder=encoder,
-            actor=actor,
-            critic=critic,
-            actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
-            critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
-            act_dim=act_dim,
-            config=config,
-            device=dev,
-        )
+        """Build the default MLP actor and twin critics with Adam optimizers for single-env spaces
+        (SAC's, :func:`~rlcore.algos.sac.default_parts`)."""
+        return cls(**default_parts(observation_space, action_space, config or CQLConfig(), device))
 
     @torch.no_grad()
     def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
@@ -348,31 +341,10 @@ class CQL:
         return CQLStats(*out)
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, target critics, optimizers, temperature, alpha', the generator and the counter."""
-        return {
-            "config": asdict(self.config),
-            "encoder": self.encoder.state_dict(),
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict(),
-            "alpha_optimizer": self.alpha_optimizer.state_dict(),
-            "alpha_prime_optimizer": self.alpha_prime_optimizer.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
-            "log_alpha_prime": self.log_alpha_prime.detach().clone(),
-            "grad_steps": self.grad_steps,
-            "torch_rng": generator_state(self.torch_rng),
-        }
+        """Networks, target critics, optimizers, temperature, alpha', the generator and the counter
+        (:func:`~rlcore.algos.common.learner_state`)."""
+        return learner_state(self, **_STATE)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
-        for name in ("encoder", "actor", "critic", "critic_target"):
-            getattr(self, name).load_state_dict(state[name])
-        for name in ("actor_optimizer", "critic_optimizer", "alpha_optimizer", "alpha_prime_optimizer"):
-            getattr(self, name).load_state_dict(state[name])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-            self.log_alpha_prime.copy_(state["log_alpha_prime"])
-        self.grad_steps = int(state["grad_steps"])
-        set_generator_state(self.torch_rng, state["torch_rng"])
+        load_learner_state(self, state, **_STATE)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -44,12 +44,12 @@ from rlcore.algos.common import (
     as_torch,
     check_fields,
     freeze,
-    generator_state,
     gradient_step,
+    learner_state,
+    load_learner_state,
     obs_to_torch,
     resolve_device,
     seeded_init,
-    set_generator_state,
     td_target,
     torch_generator,
 )
@@ -203,6 +203,13 @@ class GaussianActor(nn.Module):
         return (-0.5 * z_BA**2 - torch.log(std_A) - 0.5 * math.log(2 * math.pi)).sum(-1)
 
 
+_STATE = {
+    "modules": ("encoder", "actor", "value", "critic", "critic_target"),
+    "optimizers": ("actor_optimizer", "value_optimizer", "critic_optimizer"),
+}
+"""The state-dict layout of :class:`IQL` (:func:`~rlcore.algos.common.learner_state`)."""
+
+
 class IQL:
     """Implicit Q-Learning for bounded continuous actions, trained on a fixed dataset.
 
@@ -354,26 +361,10 @@ class IQL:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, target critics, optimizers, the acting generator and the step counter."""
-        return {
-            "config": asdict(self.config),
-            "encoder": self.encoder.state_dict(),
-            "actor": self.actor.state_dict(),
-            "value": self.value.state_dict(),
-            "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "value_optimizer": self.value_optimizer.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict(),
-            "grad_steps": self.grad_steps,
-            "torch_rng": generator_state(self.torch_rng),
-        }
+        """Networks, target critics, optimizers, the acting generator and the step counter
+        (:func:`~rlcore.algos.common.learner_state`)."""
+        return learner_state(self, **_STATE)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
-        for name in ("encoder", "actor", "value", "critic", "critic_target"):
-            getattr(self, name).load_state_dict(state[name])
-        for name in ("actor_optimizer", "value_optimizer", "critic_optimizer"):
-            getattr(self, name).load_state_dict(state[name])
-        self.grad_steps = int(state["grad_steps"])
-        set_generator_state(self.torch_rng, state["torch_rng"])
+        load_learner_state(self, state, **_STATE)

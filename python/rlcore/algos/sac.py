@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -46,13 +46,13 @@ from rlcore.algos.common import (
     as_torch,
     check_fields,
     freeze,
-    generator_state,
     gradient_step,
+    learner_state,
+    load_learner_state,
     no_param_grad,
     obs_to_torch,
     resolve_device,
     seeded_init,
-    set_generator_state,
     td_priorities,
     td_target,
     torch_generator,
@@ -62,7 +62,7 @@ from rlcore.batch import TransitionBatch
 from rlcore.nets import EnsembleQNetwork, ObsEncoder, SquashedGaussianActor
 from rlcore.stats import not_logged
 
-__all__ = ["SAC", "SACConfig", "SACStats"]
+__all__ = ["SAC", "SACConfig", "SACStats", "default_parts"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,6 +136,39 @@ class SACStats:
     (not logged; the trainer hands them to ``buffer.update_priorities``)."""
 
 
+_STATE = {
+    "modules": ("encoder", "actor", "critic", "critic_target"),
+    "optimizers": ("actor_optimizer", "critic_optimizer", "alpha_optimizer"),
+    "tensors": ("log_alpha",),
+}
+"""The state-dict layout of :class:`SAC` (:func:`~rlcore.algos.common.learner_state`)."""
+
+
+def default_parts(
+    observation_space: gym.Space, action_space: gym.spaces.Box, config: Any, device: str | torch.device | None
+) -> dict[str, Any]:
+    """The keyword arguments of SAC's (and CQL's) constructor for single-env spaces: the default
+    MLP encoder, squashed-Gaussian actor and twin critics (widths ``config.hidden``, initial weights
+    under ``config.seed``), Adam at ``config.actor_lr`` / ``config.critic_lr``, ``act_dim``,
+    ``config`` and the resolved ``device``."""
+    dev = resolve_device(device)
+    act_dim = int(np.prod(action_space.shape))
+    with seeded_init(config.seed):
+        encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
+        actor = SquashedGaussianActor(encoder.dim, action_space, config.hidden).to(dev)
+        critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=2).to(dev)
+    return dict(
+        encoder=encoder,
+        actor=actor,
+        critic=critic,
+        actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
+        critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
+        act_dim=act_dim,
+        config=config,
+        device=dev,
+    )
+
+
 class SAC:
     """SAC for bounded continuous actions.
 
@@ -190,23 +223,7 @@ class SAC:
         device: str | torch.device | None = None,
     ) -> SAC:
         """Build the default MLP actor and twin critics with Adam optimizers for single-env spaces."""
-        config = config or SACConfig()
-        dev = resolve_device(device)
-        act_dim = int(np.prod(action_space.shape))
-        with seeded_init(config.seed):
-            encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
-            actor = SquashedGaussianActor(encoder.dim, action_space, config.hidden).to(dev)
-            critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=2).to(dev)
-        return cls(
-            encoder=encoder,
-            actor=actor,
-            critic=critic,
-            actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
-            critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
-            act_dim=act_dim,
-            config=config,
-            device=dev,
-        )
+        return cls(**default_parts(observation_space, action_space, config or SACConfig(), device))
 
     @property
     def alpha(self) -> float:
@@ -290,31 +307,11 @@ class SAC:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, target critics, optimizers, temperature, sampling generator and counters."""
-        return {
-            "config": asdict(self.config),
-            "encoder": self.encoder.state_dict(),
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict(),
-            "alpha_optimizer": self.alpha_optimizer.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
-            "grad_steps": self.grad_steps,
-            "last": dict(self._last),
-            "torch_rng": generator_state(self.torch_rng),
-        }
+        """Networks, target critics, optimizers, temperature, sampling generator and counters
+        (:func:`~rlcore.algos.common.learner_state`), and the latest actor stats."""
+        return {**learner_state(self, **_STATE), "last": dict(self._last)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
-        for name in ("encoder", "actor", "critic", "critic_target"):
-            getattr(self, name).load_state_dict(state[name])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
-        self.grad_steps = int(state["grad_steps"])
+        load_learner_state(self, state, **_STATE)
         self._last = dict(state["last"])
-        set_generator_state(self.torch_rng, state["torch_rng"])
