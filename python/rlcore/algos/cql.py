@@ -34,34 +34,24 @@ Dimension letters: B batch, N sampled actions, O flat observation, A action, K c
 
 from __future__ import annotations
 
-import copy
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
 import torch
 
 from rlcore.algos.common import (
-    TargetNetwork,
     adam,
     as_torch,
     check_fields,
-    freeze,
     gradient_step,
     learner_state,
     load_learner_state,
     no_param_grad,
-    obs_to_torch,
-    resolve_device,
     td_target,
-    torch_generator,
 )
-from rlcore.algos.sac import default_parts
+from rlcore.algos.squashed import SquashedGaussianActorCritic
 from rlcore.batch import TransitionBatch
-from rlcore.nets import EnsembleQNetwork, ObsEncoder, SquashedGaussianActor
 
 __all__ = ["CQL", "CQLConfig", "CQLStats", "cql_gap"]
 
@@ -179,7 +169,7 @@ _STATE = {
 """The state-dict layout of :class:`CQL` (:func:`~rlcore.algos.common.learner_state`)."""
 
 
-class CQL:
+class CQL(SquashedGaussianActorCritic):
     """CQL(H) on SAC for bounded continuous actions, trained on a fixed dataset.
 
     Args:
@@ -193,57 +183,17 @@ class CQL:
         device: where the networks live (``None``/``"auto"``: cuda when available).
     """
 
-    def __init__(
-        self,
-        *,
-        encoder: ObsEncoder,
-        actor: SquashedGaussianActor,
-        critic: EnsembleQNetwork,
-        actor_optimizer: torch.optim.Optimizer,
-        critic_optimizer: torch.optim.Optimizer,
-        act_dim: int,
-        config: CQLConfig,
-        device: str | torch.device | None = None,
-    ) -> None:
-        self.config = config
-        self.device = resolve_device(device)
-        self.encoder = encoder.to(self.device)
-        self.actor = actor.to(self.device)
-        self.critic = critic.to(self.device)
-        self.critic_target = freeze(copy.deepcopy(self.critic))
-        self._critic_target = TargetNetwork(self.critic_target, self.critic)
-        self._critic_params = list(self.critic.parameters())
-        self.actor_optimizer = actor_optimizer
-        self.critic_optimizer = critic_optimizer
-        self.target_entropy = float(-act_dim if config.target_entropy is None else config.target_entropy)
-        self.log_alpha = torch.tensor(math.log(config.init_alpha), device=self.device, requires_grad=True)
-        self.alpha_optimizer = adam([self.log_alpha], lr=config.alpha_lr)
+    CONFIG = CQLConfig
+    DETERMINISTIC_ACT = True
+    config: CQLConfig
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self.log_alpha_prime = torch.zeros((), device=self.device, requires_grad=True)
-        self.alpha_prime_optimizer = adam([self.log_alpha_prime], lr=config.alpha_prime_lr)
-        self.torch_rng = torch_generator(config.seed, self.device)
+        self.alpha_prime_optimizer = adam([self.log_alpha_prime], lr=self.config.alpha_prime_lr)
         scale_A, bias_A = self.actor.action_scale, self.actor.action_bias
         self._low_A, self._width_A = bias_A - scale_A, 2 * scale_A
         self._log_density_rand = -float(torch.log(self._width_A).sum())
-        self.grad_steps = 0
-
-    @classmethod
-    def from_spaces(
-        cls,
-        observation_space: gym.Space,
-        action_space: gym.spaces.Box,
-        config: CQLConfig | None = None,
-        *,
-        device: str | torch.device | None = None,
-    ) -> CQL:
-        """Build the default MLP actor and twin critics with Adam optimizers for single-env spaces
-        (SAC's, :func:`~rlcore.algos.sac.default_parts`)."""
-        return cls(**default_parts(observation_space, action_space, config or CQLConfig(), device))
-
-    @torch.no_grad()
-    def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
-        """Actions float32 ``[N, A]``: the squashed mean, or a policy sample."""
-        obs_NO = self.encoder(obs_to_torch(obs, self.device))
-        return self.actor.action(obs_NO, deterministic=deterministic, generator=self.torch_rng).cpu().numpy()
 
     def _q_of_samples(self, obs_BO: torch.Tensor, act_BNA: torch.Tensor) -> torch.Tensor:
         """Q of N actions per state, ``[K, B, N]``."""

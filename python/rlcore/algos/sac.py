@@ -30,39 +30,29 @@ clipping and observation normalisation; and the defaults are Stable-Baselines3's
 
 from __future__ import annotations
 
-import copy
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from rlcore.algos.common import (
-    TargetNetwork,
-    adam,
     as_torch,
     check_fields,
-    freeze,
     gradient_step,
     learner_state,
     load_learner_state,
     no_param_grad,
-    obs_to_torch,
-    resolve_device,
-    seeded_init,
     td_priorities,
     td_target,
-    torch_generator,
     weighted_mean,
 )
+from rlcore.algos.squashed import SquashedGaussianActorCritic
 from rlcore.batch import TransitionBatch
-from rlcore.nets import EnsembleQNetwork, ObsEncoder, SquashedGaussianActor
 from rlcore.stats import not_logged
 
-__all__ = ["SAC", "SACConfig", "SACStats", "default_parts"]
+__all__ = ["SAC", "SACConfig", "SACStats"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,32 +134,7 @@ _STATE = {
 """The state-dict layout of :class:`SAC` (:func:`~rlcore.algos.common.learner_state`)."""
 
 
-def default_parts(
-    observation_space: gym.Space, action_space: gym.spaces.Box, config: Any, device: str | torch.device | None
-) -> dict[str, Any]:
-    """The keyword arguments of SAC's (and CQL's) constructor for single-env spaces: the default
-    MLP encoder, squashed-Gaussian actor and twin critics (widths ``config.hidden``, initial weights
-    under ``config.seed``), Adam at ``config.actor_lr`` / ``config.critic_lr``, ``act_dim``,
-    ``config`` and the resolved ``device``."""
-    dev = resolve_device(device)
-    act_dim = int(np.prod(action_space.shape))
-    with seeded_init(config.seed):
-        encoder = ObsEncoder(observation_space, normalize=config.normalize_obs)
-        actor = SquashedGaussianActor(encoder.dim, action_space, config.hidden).to(dev)
-        critic = EnsembleQNetwork(encoder.dim, act_dim, config.hidden, n_critics=2).to(dev)
-    return dict(
-        encoder=encoder,
-        actor=actor,
-        critic=critic,
-        actor_optimizer=adam(actor.parameters(), lr=config.actor_lr),
-        critic_optimizer=adam(critic.parameters(), lr=config.critic_lr),
-        act_dim=act_dim,
-        config=config,
-        device=dev,
-    )
-
-
-class SAC:
+class SAC(SquashedGaussianActorCritic):
     """SAC for bounded continuous actions.
 
     Args:
@@ -183,58 +148,12 @@ class SAC:
         device: where the networks live (``None``/``"auto"``: cuda when available).
     """
 
-    def __init__(
-        self,
-        *,
-        encoder: ObsEncoder,
-        actor: SquashedGaussianActor,
-        critic: EnsembleQNetwork,
-        actor_optimizer: torch.optim.Optimizer,
-        critic_optimizer: torch.optim.Optimizer,
-        act_dim: int,
-        config: SACConfig,
-        device: str | torch.device | None = None,
-    ) -> None:
-        self.config = config
-        self.device = resolve_device(device)
-        self.encoder = encoder.to(self.device)
-        self.actor = actor.to(self.device)
-        self.critic = critic.to(self.device)
-        self.critic_target = freeze(copy.deepcopy(self.critic))
-        self._critic_target = TargetNetwork(self.critic_target, self.critic)
-        self._critic_params = list(self.critic.parameters())
-        self._actor_params = list(self.actor.parameters())
-        self.actor_optimizer = actor_optimizer
-        self.critic_optimizer = critic_optimizer
-        self.target_entropy = float(-act_dim if config.target_entropy is None else config.target_entropy)
-        self.log_alpha = torch.tensor(math.log(config.init_alpha), device=self.device, requires_grad=True)
-        self.alpha_optimizer = adam([self.log_alpha], lr=config.alpha_lr)
-        self.torch_rng = torch_generator(config.seed, self.device)
-        self.grad_steps = 0
+    CONFIG = SACConfig
+    config: SACConfig
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self._last = {"actor_loss": 0.0, "alpha_loss": 0.0, "entropy": 0.0}
-
-    @classmethod
-    def from_spaces(
-        cls,
-        observation_space: gym.Space,
-        action_space: gym.spaces.Box,
-        config: SACConfig | None = None,
-        *,
-        device: str | torch.device | None = None,
-    ) -> SAC:
-        """Build the default MLP actor and twin critics with Adam optimizers for single-env spaces."""
-        return cls(**default_parts(observation_space, action_space, config or SACConfig(), device))
-
-    @property
-    def alpha(self) -> float:
-        """The current entropy temperature."""
-        return float(self.log_alpha.detach().exp())
-
-    @torch.no_grad()
-    def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
-        """Actions float32 ``[N, A]``: a policy sample, or the squashed mean when deterministic."""
-        obs_NO = self.encoder(obs_to_torch(obs, self.device))
-        return self.actor.action(obs_NO, deterministic=deterministic, generator=self.torch_rng).cpu().numpy()
 
     def update(self, batch: TransitionBatch) -> SACStats:
         """One critic step; every ``policy_frequency``-th call ``policy_frequency`` actor and temperature
