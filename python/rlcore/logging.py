@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 from rlcore.stats import EpochStats, flatten_stats
 
@@ -35,6 +35,7 @@ __all__ = [
     "TensorBoardLogger",
     "learning_curves",
     "plot_run",
+    "read_metrics",
     "remove_tensorboard_files",
 ]
 
@@ -230,6 +231,23 @@ class Curves:
     constant: dict[str, float]
 
 
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The rows of ``run_dir/metrics.jsonl`` (what :class:`JsonlLogger` wrote), in file order;
+    blank lines are skipped. The one reader of a run's metrics (:func:`learning_curves`,
+    :func:`rlcore.results.read_curve`).
+
+    Raises:
+        FileNotFoundError: no ``metrics.jsonl`` in ``run_dir``.
+    """
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no {METRICS_FILE} in {run_dir} (is it a run directory written by `rlcore train`?)"
+        )
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def learning_curves(run_dir: str | Path) -> list[Curves]:
     """Read ``run_dir/metrics.jsonl`` into the curves :func:`plot_run` draws, one per namespace
     (sorted). A metric with fewer than two distinct finite values is ``constant``; a series whose
@@ -239,25 +257,16 @@ def learning_curves(run_dir: str | Path) -> list[Curves]:
         FileNotFoundError: no ``metrics.jsonl`` in ``run_dir``.
         ValueError: the file holds no rollout/train/eval metrics.
     """
-    run_dir = Path(run_dir)
-    path = run_dir / METRICS_FILE
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"no {METRICS_FILE} in {run_dir} (is it a run directory written by `rlcore train`?)"
-        )
+    path = Path(run_dir) / METRICS_FILE
     series: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            x = row.get("time/env_steps")
-            if x is None:
-                continue
-            for key, value in row.items():
-                namespace, _, name = key.partition("/")
-                if namespace in ("rollout", "train", "eval") and isinstance(value, int | float):
-                    series[namespace][name].append((float(x), float(value)))
+    for row in read_metrics(run_dir):
+        x = row.get("time/env_steps")
+        if x is None:
+            continue
+        for key, value in row.items():
+            namespace, _, name = key.partition("/")
+            if namespace in ("rollout", "train", "eval") and isinstance(value, int | float):
+                series[namespace][name].append((float(x), float(value)))
     if not series:
         raise ValueError(f"{path} holds no rollout/train/eval metrics")
     out = []

@@ -12,14 +12,13 @@ fewer than 4 runs nothing is trimmed and the IQM is the mean; with one run there
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from rlcore.logging import METRICS_FILE
+from rlcore.logging import METRICS_FILE, read_metrics
 
 __all__ = ["Aggregate", "RunCurve", "aggregate", "plot_seeds", "read_curve", "summary_table"]
 
@@ -61,9 +60,7 @@ def read_curve(run_dir: str | Path, metric: str = "eval/return_mean") -> RunCurv
     """
     run_dir = Path(run_dir)
     path = run_dir / METRICS_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"no {METRICS_FILE} in {run_dir} (is it a run directory written by `rlcore train`?)")
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_metrics(run_dir)
     offline = all(not row.get("time/env_steps") for row in rows)
     x_name = "time/grad_steps" if offline else "time/env_steps"
     points: dict[float, float] = {}
