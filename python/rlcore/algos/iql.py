@@ -55,11 +55,10 @@ from rlcore.algos.common import (
 )
 from rlcore.batch import TransitionBatch
 from rlcore.errors import InvalidValueError
-from rlcore.nets import EnsembleQNetwork, ObsEncoder, mlp
+from rlcore.nets import EnsembleQNetwork, GaussianActor, ObsEncoder, mlp
 
 __all__ = [
     "IQL",
-    "GaussianActor",
     "IQLConfig",
     "IQLStats",
     "awr_weights",
@@ -155,52 +154,6 @@ def iql_reward_scale(episode_returns: Sequence[float] | np.ndarray) -> float:
     if r.size < 2 or r.max() == r.min():
         raise InvalidValueError("iql_reward_scale needs episodes with at least two different returns")
     return float(1000.0 / (r.max() - r.min()))
-
-
-class GaussianActor(nn.Module):
-    """``pi(a|s) = N(scale * tanh(MLP(s)) + bias, (scale * exp(log_std))^2)``, diagonal, with a
-    state-independent ``log_std`` parameter clamped to ``[log_std_min, log_std_max]`` (IQL's policy).
-
-    Args:
-        obs_dim: flat observation size O.
-        action_space: bounded ``Box`` of shape ``(A,)``.
-        hidden: hidden layer widths.
-    """
-
-    action_scale: torch.Tensor
-    action_bias: torch.Tensor
-
-    def __init__(
-        self,
-        obs_dim: int,
-        action_space: gym.spaces.Box,
-        hidden: Sequence[int] = (256, 256),
-        *,
-        log_std_min: float = -5.0,
-        log_std_max: float = 2.0,
-    ) -> None:
-        super().__init__()
-        low = np.asarray(action_space.low, np.float32).reshape(-1)
-        high = np.asarray(action_space.high, np.float32).reshape(-1)
-        if not (np.isfinite(low).all() and np.isfinite(high).all()):
-            raise ValueError("GaussianActor needs a bounded Box action space")
-        self.net = mlp(obs_dim, low.size, hidden)
-        self.log_std = nn.Parameter(torch.zeros(low.size))
-        self.log_std_min, self.log_std_max = log_std_min, log_std_max
-        self.register_buffer("action_scale", torch.from_numpy((high - low) / 2))
-        self.register_buffer("action_bias", torch.from_numpy((high + low) / 2))
-
-    def forward(self, obs_BO: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(mean_BA, std_A)`` in action units."""
-        mean_BA = torch.tanh(self.net(obs_BO)) * self.action_scale + self.action_bias
-        std_A = self.log_std.clamp(self.log_std_min, self.log_std_max).exp() * self.action_scale
-        return mean_BA, std_A
-
-    def log_prob(self, obs_BO: torch.Tensor, act_BA: torch.Tensor) -> torch.Tensor:
-        """``log pi(a|s)`` ``[B]`` of the actions ``act_BA``."""
-        mean_BA, std_A = self(obs_BO)
-        z_BA = (act_BA - mean_BA) / std_A
-        return (-0.5 * z_BA**2 - torch.log(std_A) - 0.5 * math.log(2 * math.pi)).sum(-1)
 
 
 _STATE = {

@@ -19,7 +19,7 @@ bootstrap step read from the same unrolled sequence (the observation after the l
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -27,7 +27,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from rlcore.algos.common import (
     TargetNetwork,
@@ -42,11 +41,11 @@ from rlcore.algos.common import (
 )
 from rlcore.batch import SequenceBatch
 from rlcore.errors import ApiUsageError, ShapeError
-from rlcore.nets import RunningMeanStd
+from rlcore.nets import RecurrentQNetwork, RunningMeanStd
 from rlcore.schedules import LinearSchedule
 from rlcore.stats import not_logged
 
-__all__ = ["R2D2", "R2D2Config", "R2D2Stats", "RecurrentQNetwork"]
+__all__ = ["R2D2", "R2D2Config", "R2D2Stats"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,30 +127,6 @@ class R2D2Stats:
     """float32 ``[B, L]`` |Q - y| per step (not logged): ``update_sequence_priorities``'s input."""
     td_mask: np.ndarray | None = not_logged()
     """bool ``[B, L]`` the trained steps of each sequence (not logged), at least one per row."""
-
-
-class RecurrentQNetwork(nn.Module):
-    """``obs [B, T, O]``, state ``[B, H]`` -> ``(q [B, T, A], state [B, H])``: an MLP, a GRU, a
-    linear Q head."""
-
-    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int], recurrent_size: int) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        width = obs_dim
-        for h in hidden:
-            layers += [nn.Linear(width, h), nn.ReLU()]
-            width = h
-        self.mlp = nn.Sequential(*layers)
-        self.gru = nn.GRU(width, recurrent_size, batch_first=True)
-        self.head = nn.Linear(recurrent_size, n_actions)
-        self.obs_dim = obs_dim
-        self.recurrent_size = recurrent_size
-
-    def forward(self, obs_BTO: torch.Tensor, h_BH: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Unroll over T steps from state ``h_BH``."""
-        x_BTF = self.mlp(obs_BTO)
-        out_BTH, h_1BH = self.gru(x_BTF, h_BH.unsqueeze(0).contiguous())
-        return self.head(out_BTH), h_1BH.squeeze(0)
 
 
 class R2D2:

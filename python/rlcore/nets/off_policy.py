@@ -1,6 +1,6 @@
-"""Networks of the off-policy and offline algorithms: deterministic and squashed-Gaussian actors
-(DDPG, TD3, SAC, BC, TD3+BC, IQL, CQL), ensembles of Q critics, and the Q-networks of DQN (MLP or
-Nature CNN, optionally dueling).
+"""Networks of the off-policy and offline algorithms: deterministic, squashed-Gaussian and Gaussian
+actors (DDPG, TD3, SAC, BC, TD3+BC, CQL; IQL), ensembles of Q critics, the Q-networks of DQN (MLP or
+Nature CNN, optionally dueling) and R2D2's recurrent Q-network.
 
 Dimension letters: B batch, O flat observation size, A action size, K ensemble members (critics),
 C channels (stacked frames), H and W image height and width.
@@ -22,7 +22,9 @@ __all__ = [
     "DeterministicActor",
     "DiscreteQNetwork",
     "EnsembleQNetwork",
+    "GaussianActor",
     "ImageQNetwork",
+    "RecurrentQNetwork",
     "SquashedGaussianActor",
     "squashed_gaussian_log_prob",
 ]
@@ -254,3 +256,70 @@ class ImageQNetwork(nn.Module):
     def forward(self, obs_BCHW: torch.Tensor) -> torch.Tensor:
         """Return ``q_BA``, float32 ``[B, n_actions]``, of uint8 pixels ``[B, C, H, W]``."""
         return self.head(self.cnn(obs_BCHW))
+
+
+class GaussianActor(nn.Module):
+    """``pi(a|s) = N(scale * tanh(MLP(s)) + bias, (scale * exp(log_std))^2)``, diagonal, with a
+    state-independent ``log_std`` parameter clamped to ``[log_std_min, log_std_max]`` (IQL's policy).
+
+    Args:
+        obs_dim: flat observation size O.
+        action_space: bounded ``Box`` of shape ``(A,)``.
+        hidden: hidden layer widths.
+    """
+
+    action_scale: torch.Tensor
+    action_bias: torch.Tensor
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_space: gym.spaces.Box,
+        hidden: Sequence[int] = (256, 256),
+        *,
+        log_std_min: float = -5.0,
+        log_std_max: float = 2.0,
+    ) -> None:
+        super().__init__()
+        scale, bias = _action_affine(action_space)
+        self.net = mlp(obs_dim, scale.shape[0], hidden)
+        self.log_std = nn.Parameter(torch.zeros(scale.shape[0]))
+        self.log_std_min, self.log_std_max = log_std_min, log_std_max
+        self.register_buffer("action_scale", scale)
+        self.register_buffer("action_bias", bias)
+
+    def forward(self, obs_BO: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean_BA, std_A)`` in action units."""
+        mean_BA = torch.tanh(self.net(obs_BO)) * self.action_scale + self.action_bias
+        std_A = self.log_std.clamp(self.log_std_min, self.log_std_max).exp() * self.action_scale
+        return mean_BA, std_A
+
+    def log_prob(self, obs_BO: torch.Tensor, act_BA: torch.Tensor) -> torch.Tensor:
+        """``log pi(a|s)`` ``[B]`` of the actions ``act_BA``."""
+        mean_BA, std_A = self(obs_BO)
+        z_BA = (act_BA - mean_BA) / std_A
+        return (-0.5 * z_BA**2 - torch.log(std_A) - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+
+class RecurrentQNetwork(nn.Module):
+    """``obs [B, T, O]``, state ``[B, H]`` -> ``(q [B, T, A], state [B, H])``: an MLP, a GRU, a
+    linear Q head."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int], recurrent_size: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        self.mlp = nn.Sequential(*layers)
+        self.gru = nn.GRU(width, recurrent_size, batch_first=True)
+        self.head = nn.Linear(recurrent_size, n_actions)
+        self.obs_dim = obs_dim
+        self.recurrent_size = recurrent_size
+
+    def forward(self, obs_BTO: torch.Tensor, h_BH: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Unroll over T steps from state ``h_BH``."""
+        x_BTF = self.mlp(obs_BTO)
+        out_BTH, h_1BH = self.gru(x_BTF, h_BH.unsqueeze(0).contiguous())
+        return self.head(out_BTH), h_1BH.squeeze(0)
