@@ -7,18 +7,21 @@ dataclass, ``from_spaces(observation_space, action_space, config, device=...)``,
 ``load_state_dict()``; none holds an env, a buffer or a logger.
 
 Offline (on a fixed dataset, with :class:`~rlcore.trainers.OfflineTrainer`): :class:`TD3BC`,
-:class:`IQL`, :class:`CQL` (and :class:`~rlcore.algos.bc.BC`).
+:class:`IQL`, :class:`CQL` and behaviour cloning, :class:`BC`.
 
 On-policy: :class:`VPG`, :class:`A2C`, :class:`PPO`, with ``act_value(obs)``/``value(obs)`` for the
-:class:`~rlcore.collect.sampler.RolloutSampler` and ``update(rollout) -> XStats``.
+:class:`~rlcore.collect.sampler.RolloutSampler` and ``update(rollout) -> XStats``; :class:`GAIL`
+(PPO with a learned reward) for imitation.
 """
 
 from rlcore.algos.a2c import A2C, A2CConfig, A2CStats
 from rlcore.algos.actor_critic import OnPolicyAlgorithm
+from rlcore.algos.bc import BC, BCConfig, BCStats
 from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.algos.cql import CQL, CQLConfig, CQLStats
 from rlcore.algos.ddpg import DDPG, DDPGConfig, DDPGStats
 from rlcore.algos.dqn import DQN, DQNConfig, DQNStats
+from rlcore.algos.gail import GAIL, GAILConfig, GAILStats
 from rlcore.algos.iql import IQL, IQLConfig, IQLStats
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.algos.r2d2 import R2D2, R2D2Config, R2D2Stats
@@ -65,4 +68,10 @@ __all__ = [
     "TD3BC",
     "TD3BCConfig",
     "TD3BCStats",
+    "BC",
+    "BCConfig",
+    "BCStats",
+    "GAIL",
+    "GAILConfig",
+    "GAILStats",
 ]

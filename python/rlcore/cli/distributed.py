@@ -41,7 +41,7 @@ def trainer_from_cli(
     like the local ``buffer`` and evaluation about as often in env steps as the local run.
 
     Raises:
-        rlcore.cli.UsageError: bad counts, or Ray is not installed.
+        rlcore.cli.common.UsageError: bad counts, or Ray is not installed.
     """
     from rlcore.cli.common import UsageError
 
