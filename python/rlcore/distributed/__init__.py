@@ -37,11 +37,10 @@ Example::
     batch = buf.sample(256, n_step=3, gamma=0.99)
     buf.update_priorities(batch.indices, td_abs)"""
 
-from rlcore.distributed.prefetch import PrefetchingSampler
 from rlcore.distributed.ray_setup import init_ray
 from rlcore.distributed.shard import BufferShard
 from rlcore.distributed.shard_files import save_shard_dirs
-from rlcore.distributed.sharded_buffer import ShardedReplayBuffer
+from rlcore.distributed.sharded_buffer import PrefetchingSampler, ShardedReplayBuffer
 from rlcore.distributed.trainer import DistributedConfig, DistributedTrainer, shard_factory_like
 from rlcore.distributed.workers import CollectorWorker, WeightStore, policy_weights
 from rlcore.distributed.writer import ShardWriter
