@@ -80,18 +80,7 @@ class TransitionBatch(NamedTuple):
             ModuleNotFoundError: torch is not installed.
         """
         conv = torch_converter(device, non_blocking=non_blocking)
-        return TransitionBatch(
-            obs=conv(self.obs),
-            act=conv(self.act),
-            rew=conv(self.rew),
-            obs_next=conv(self.obs_next),
-            terminated=conv(self.terminated),
-            truncated=conv(self.truncated),
-            discount=conv(self.discount),
-            indices=conv(self.indices),
-            weights=conv(self.weights),
-            extras={k: conv(v) for k, v in self.extras.items()},
-        )
+        return TransitionBatch(*map(conv, self))
 
 
 class SequenceBatch(NamedTuple):
@@ -183,7 +172,7 @@ class SequenceBatch(NamedTuple):
             ModuleNotFoundError: torch is not installed.
         """
         conv = torch_converter(device, non_blocking=non_blocking)
-        return SequenceBatch(*(conv(getattr(self, name)) for name in self._fields))
+        return SequenceBatch(*map(conv, self))
 
 
 def state_names(state: str | Sequence[str]) -> tuple[str, ...]:
