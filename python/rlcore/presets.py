@@ -143,8 +143,8 @@ def preset_for(env_id: str, *, her: bool) -> OffPolicyPreset:
         # steps, 1k warm-up, gamma 0.99) with the learning rate annealed to 0 over the run and
         # 3-step returns (issue 43). Each target copy (about 190 in a run) is one backup of n steps
         # of reward: with n = 1 mean Q was still climbing at 50k (75 at 36k, 121 at 50k, past the
-        # 100 that 1/(1-gamma) allows) and seed 0 fell from 500 at 34k to 62; with n = 3 it
-        # settles below 100 and 5/5 seeds end at 500 (docs/training.md, "CartPole-v1, DQN").
+        # 100 that 1/(1-gamma) allows) and seed 0 fell from 500 at 34k to 62; with n = 3 it stays
+        # below 100 (88-98 at 50k) and 5/5 seeds end at 500 (docs/training.md, "CartPole-v1, DQN").
         return OffPolicyPreset(
             steps=50_000,
             capacity=100_000,
