@@ -94,14 +94,8 @@ class DDPGStats:
 class DDPG(DeterministicActorCritic):
     """DDPG for bounded continuous actions.
 
-    Args:
-        encoder: flattens/normalises observations; shared by all networks and their targets.
-        actor: ``obs_BO -> act_BA`` inside the action bounds, with ``action_scale``/``action_bias`` buffers.
-        critic: ``(obs_BO, act_BA) -> q_KB`` with K = 1.
-        actor_optimizer: optimises the actor.
-        critic_optimizer: optimises the critic.
-        config: hyperparameters.
-        device: where the networks live (``None``/``"auto"``: cuda when available).
+    Constructor arguments: those of :class:`~rlcore.algos.deterministic.DeterministicActorCritic`,
+    with one critic (K = 1).
     """
 
     N_CRITICS = 1

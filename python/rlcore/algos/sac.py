@@ -137,15 +137,8 @@ _STATE = {
 class SAC(SquashedGaussianActorCritic):
     """SAC for bounded continuous actions.
 
-    Args:
-        encoder: flattens/normalises observations; shared by all networks and the target critics.
-        actor: squashed-Gaussian policy returning ``(act_BA, log_prob_B)``.
-        critic: ``(obs_BO, act_BA) -> q_KB`` (K = 2 twin critics).
-        actor_optimizer: optimises the actor.
-        critic_optimizer: optimises the critics.
-        act_dim: action dimension A (for the default target entropy).
-        config: hyperparameters.
-        device: where the networks live (``None``/``"auto"``: cuda when available).
+    Constructor arguments: those of :class:`~rlcore.algos.squashed.SquashedGaussianActorCritic`,
+    with the twin critics (K = 2).
     """
 
     CONFIG = SACConfig

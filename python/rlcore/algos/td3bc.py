@@ -119,14 +119,8 @@ def td3bc_actor_loss(
 class TD3BC(DeterministicActorCritic):
     """TD3+BC for bounded continuous actions, trained on a fixed dataset.
 
-    Args:
-        encoder: flattens/normalises observations; shared by all networks and their targets.
-        actor: ``obs_BO -> act_BA`` inside the action bounds.
-        critic: ``(obs_BO, act_BA) -> q_KB`` with K = 2.
-        actor_optimizer: optimises the actor.
-        critic_optimizer: optimises the critics.
-        config: hyperparameters.
-        device: where the networks live (``None``/``"auto"``: cuda when available).
+    Constructor arguments: those of :class:`~rlcore.algos.deterministic.DeterministicActorCritic`,
+    with the twin critics (K = 2).
     """
 
     N_CRITICS = 2
