@@ -118,3 +118,60 @@ def test_env_step_tick_labels_do_not_run_together(
             checked += 1
         fig.clf()
     assert checked == 3  # rollout/return_mean, train/critic_loss, eval/return_mean
+
+
+def test_several_runs_beside_a_published_curve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``rlcore plot RUN RUN --reference CSV``: the published mean and its ± std band are drawn
+    (two more artists in the legend, labelled), and the runs' own table and CSV are unchanged."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    from rlcore import results
+
+    for seed in (0, 1):
+        _write(tmp_path / "runs" / f"s{seed}", _rows(range(1000, 16000, 1000)))
+    ref = tmp_path / "tianshou.csv"
+    ref.write_text("env_step,mean,std\n0,0.0,1.0\n8000,100.0,20.0\n16000,250.0,30.0\n")
+    drawn: list[list[str]] = []
+    real_savefig = plt.Figure.savefig
+
+    def spy(fig: plt.Figure, *a: object, **k: object) -> None:
+        drawn.append([t.get_text() for t in fig.axes[0].get_legend().get_texts()])
+        real_savefig(fig, *a, **k)
+
+    plt.Figure.savefig = spy  # type: ignore[method-assign]
+    try:
+        argv = ["plot", str(tmp_path / "runs" / "s0"), str(tmp_path / "runs" / "s1")]
+        assert main([*argv, "--reference", str(ref), "--reference-label", "Tianshou (10 seeds)"]) == 0
+    finally:
+        plt.Figure.savefig = real_savefig  # type: ignore[method-assign]
+    assert "Tianshou (10 seeds): mean" in drawn[-1] and "Tianshou (10 seeds): mean ± std" in drawn[-1]
+    assert "| mean ± std (2 runs) |" in capsys.readouterr().out
+    step, mean, std = results.read_reference(ref)
+    assert (
+        step.tolist() == [0, 8000, 16000] and mean.tolist() == [0, 100, 250] and std.tolist() == [1, 20, 30]
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("step,rew\n0,1\n", "header env_step,mean,std"),
+        ("env_step,mean,std\n0,1,x\n", "could not convert"),
+        ("env_step,mean,std\n", "no rows"),
+    ],
+)
+def test_a_malformed_reference_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    for seed in (0, 1):
+        _write(tmp_path / f"s{seed}", _rows(range(1000, 4000, 1000)))
+    (tmp_path / "ref.csv").write_text(text)
+    argv = ["plot", str(tmp_path / "s0"), str(tmp_path / "s1"), "--reference", str(tmp_path / "ref.csv")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "eval_return_mean.png").exists()  # nothing drawn from a bad reference
+    assert main(["plot", str(tmp_path / "s0"), "--reference", str(tmp_path / "ref.csv")]) == 2
+    assert "give two or more RUN_DIRs" in capsys.readouterr().err

@@ -20,7 +20,15 @@ import numpy as np
 
 from rlcore.logging import METRICS_FILE, read_metrics
 
-__all__ = ["Aggregate", "RunCurve", "aggregate", "plot_seeds", "read_curve", "summary_table"]
+__all__ = [
+    "Aggregate",
+    "RunCurve",
+    "aggregate",
+    "plot_seeds",
+    "read_curve",
+    "read_reference",
+    "summary_table",
+]
 
 CONFIDENCE = 0.95
 """Confidence level of the bootstrap interval."""
@@ -71,7 +79,9 @@ def read_curve(run_dir: str | Path, metric: str = "eval/return_mean") -> RunCurv
     if not points:
         raise ValueError(f"{path} holds no finite {metric}")
     xs = np.array(sorted(points))
-    return RunCurve(run_dir, x_name.removeprefix("time/").replace("_", " "), xs, np.array([points[x] for x in xs]))
+    return RunCurve(
+        run_dir, x_name.removeprefix("time/").replace("_", " "), xs, np.array([points[x] for x in xs])
+    )
 
 
 @dataclass(frozen=True)
@@ -115,8 +125,12 @@ def aggregate(curves: list[RunCurve], *, seed: int = 0) -> Aggregate:
                 low[k] = high[k] = column[0]
                 continue
             res = stats.bootstrap(
-                (column,), np.mean, confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
-                method="percentile", random_state=rng,
+                (column,),
+                np.mean,
+                confidence_level=CONFIDENCE,
+                n_resamples=RESAMPLES,
+                method="percentile",
+                random_state=rng,
             )
             low[k], high[k] = res.confidence_interval.low, res.confidence_interval.high
     iqm = stats.trim_mean(values, 0.25, axis=0)
@@ -137,23 +151,59 @@ def summary_table(curves: list[RunCurve], metric: str) -> str:
     def std(v: np.ndarray) -> float:
         return float(v.std(ddof=1)) if v.size > 1 else 0.0
 
-    lines.append(f"| mean ± std ({len(curves)} runs) | | {finals.mean():.1f} ± {std(finals):.1f} | {bests.mean():.1f} ± {std(bests):.1f} |")
+    lines.append(
+        f"| mean ± std ({len(curves)} runs) | | {finals.mean():.1f} ± {std(finals):.1f} | {bests.mean():.1f} ± {std(bests):.1f} |"
+    )
     lines.append(f"| IQM | | {stats.trim_mean(finals, 0.25):.1f} | {stats.trim_mean(bests, 0.25):.1f} |")
     return "\n".join(lines)
 
 
+def read_reference(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A published learning curve to draw beside runs: a CSV with the header ``env_step,mean,std``
+    (one row per step, ``std`` the spread over the publisher's seeds; e.g. Tianshou's
+    ``test_rew_10seeds.csv`` reduced to its ``env_step``, ``rew`` and ``rew:shaded`` columns).
+
+    Returns:
+        ``(step, mean, std)``, float64 ``[K]`` each.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: another header, a value that is not a number, or no rows.
+    """
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    if not rows or [c.strip() for c in rows[0]] != ["env_step", "mean", "std"]:
+        raise ValueError(f"{path}: a reference curve is a CSV with the header env_step,mean,std")
+    try:
+        data = np.array([[float(v) for v in row] for row in rows[1:] if row], dtype=np.float64)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from e
+    if data.ndim != 2 or data.shape[0] == 0 or data.shape[1] != 3:
+        raise ValueError(f"{path}: no rows of three numbers")
+    return data[:, 0], data[:, 1], data[:, 2]
+
+
 def plot_seeds(
-    run_dirs: list[str | Path], out_dir: str | Path, *, metric: str = "eval/return_mean", title: str | None = None
+    run_dirs: list[str | Path],
+    out_dir: str | Path,
+    *,
+    metric: str = "eval/return_mean",
+    title: str | None = None,
+    reference: str | Path | None = None,
+    reference_label: str | None = None,
 ) -> tuple[Path, Path, str]:
     """Draw ``metric`` of several runs in one figure: each run thin, their mean with its 95 %
-    bootstrap interval as a band, their IQM dashed; write the aggregate as CSV beside it.
+    bootstrap interval as a band, their IQM dashed; write the aggregate as CSV beside it. With
+    ``reference`` (:func:`read_reference`), a published curve is drawn too: its mean and a
+    mean ± std band, labelled ``reference_label`` (default: the file's name).
 
     Returns:
         ``(png, csv, table)``: the figure ``out_dir/<metric>.png``, the CSV ``out_dir/<metric>.csv``
         (columns ``step, mean, ci_low, ci_high, iqm`` and one per run) and :func:`summary_table`.
 
     Raises:
-        FileNotFoundError, ValueError: as :func:`read_curve` and :func:`aggregate`.
+        FileNotFoundError, ValueError: as :func:`read_curve`, :func:`aggregate` and
+            :func:`read_reference`.
     """
     import matplotlib
 
@@ -162,6 +212,7 @@ def plot_seeds(
     from matplotlib.ticker import EngFormatter
 
     curves = [read_curve(d, metric) for d in run_dirs]
+    ref = read_reference(reference) if reference is not None else None
     agg = aggregate(curves)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -171,8 +222,15 @@ def plot_seeds(
         ax.plot(c.x, c.y, lw=0.8, alpha=0.45, label=f"{c.run_dir.name}")
     ax.plot(agg.x, agg.mean, lw=2, color="C0" if len(curves) > 9 else "black", label=f"mean of {len(curves)}")
     if len(curves) > 1:
-        ax.fill_between(agg.x, agg.low, agg.high, color="0.5", alpha=0.25, label="95 % bootstrap CI of the mean")
+        ax.fill_between(
+            agg.x, agg.low, agg.high, color="0.5", alpha=0.25, label="95 % bootstrap CI of the mean"
+        )
         ax.plot(agg.x, agg.iqm, lw=1.5, ls="--", color="0.25", label="IQM")
+    if ref is not None:
+        step, mean, std = ref
+        label = reference_label or Path(reference).stem  # type: ignore[arg-type]
+        ax.plot(step, mean, lw=1.8, color="C3", label=f"{label}: mean")
+        ax.fill_between(step, mean - std, mean + std, color="C3", alpha=0.15, label=f"{label}: mean ± std")
     ax.set_xlabel(curves[0].x_name)
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))
     ax.set_ylabel(metric)
@@ -188,6 +246,11 @@ def plot_seeds(
         w = csv.writer(f)
         w.writerow(["step", "mean", "ci_low", "ci_high", "iqm", *(c.run_dir.name for c in curves)])
         for k, x in enumerate(agg.x):
-            w.writerow([f"{x:.0f}", *(f"{v:.4f}" for v in (agg.mean[k], agg.low[k], agg.high[k], agg.iqm[k])),
-                        *(f"{v:.4f}" for v in agg.values[:, k])])
+            w.writerow(
+                [
+                    f"{x:.0f}",
+                    *(f"{v:.4f}" for v in (agg.mean[k], agg.low[k], agg.high[k], agg.iqm[k])),
+                    *(f"{v:.4f}" for v in agg.values[:, k]),
+                ]
+            )
     return png, path, summary_table(curves, metric)

@@ -2,7 +2,6 @@
 ``type=`` functions that check their ranges. Imports nothing heavy: a mistake is answered before
 torch or gymnasium loads."""
 
-
 from __future__ import annotations
 
 import argparse
@@ -109,7 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--algo", required=True, choices=tuple(ALGORITHMS), help="algorithm")
     train.add_argument(
-        "--expert", type=Path, default=None, help="with --algo bc/gail: dataset of `rlcore collect-expert`, a D4RL-format file or a Minari id"
+        "--expert",
+        type=Path,
+        default=None,
+        help="with --algo bc/gail: dataset of `rlcore collect-expert`, a D4RL-format file or a Minari id",
     )
     # offline RL (issue 42, rlcore.cli.offline)
     train.add_argument(
@@ -132,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--her", action="store_true", help="hindsight experience replay (goal envs with dict observations)"
     )
-    train.add_argument("--n-step", type=positive_int, default=None, help="n of the n-step return (default 1; 3 for r2d2)")
+    train.add_argument(
+        "--n-step", type=positive_int, default=None, help="n of the n-step return (default 1; 3 for r2d2)"
+    )
     train.add_argument(
         "--prioritized", action="store_true", help="prioritized replay (alpha 0.6, beta 0.4 -> 1.0)"
     )
@@ -143,7 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --algo r2d2: learn h(Q), R2D2's invertible value rescaling (default: the preset's)",
     )
     train.add_argument(
-        "--steps", type=positive_int, default=None, help="training env steps; gradient steps for bc (default: per env)"
+        "--steps",
+        type=positive_int,
+        default=None,
+        help="training env steps; gradient steps for bc (default: per env)",
     )
     train.add_argument("--seed", type=int, default=0, help="seed of envs, networks and buffer (default 0)")
     train.add_argument(
@@ -214,7 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="collectors and replay shards as Ray actors (off-policy algorithms; pip install -e '.[ray]')",
     )
     train.add_argument(
-        "--num-collectors", type=positive_int, default=2, help="with --distributed: collector actors (default 2)"
+        "--num-collectors",
+        type=positive_int,
+        default=2,
+        help="with --distributed: collector actors (default 2)",
     )
     train.add_argument(
         "--num-shards", type=positive_int, default=2, help="with --distributed: replay shards (default 2)"
@@ -262,7 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run directory of `rlcore train`: loaded if it holds a checkpoint, else the expert is trained "
         "there (default runs/expert-ENV-ALGO-sSEED); or a policy file of `rlcore export-policy` (.npz)",
     )
-    expert.add_argument("--steps", type=positive_int, default=None, help="training env steps (default: per env)")
+    expert.add_argument(
+        "--steps", type=positive_int, default=None, help="training env steps (default: per env)"
+    )
     expert.add_argument("--seed", type=int, default=0, help="seed of training and recording (default 0)")
     expert.add_argument(
         "--minari",
@@ -277,7 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
         "figure of --metric over all of them (each run, their mean with a 95 %% bootstrap interval, their "
         "interquartile mean), the same as CSV, and a table of final and best values.",
     )
-    plot.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories written by `rlcore train`")
+    plot.add_argument(
+        "run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories written by `rlcore train`"
+    )
     plot.add_argument(
         "--out",
         type=Path,
@@ -285,8 +299,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to write the PNGs (default: RUN_DIR; for several runs their common parent directory)",
     )
     plot.add_argument(
-        "--metric", default="eval/return_mean", help="with several runs: the metric to aggregate (default eval/return_mean)"
+        "--metric",
+        default="eval/return_mean",
+        help="with several runs: the metric to aggregate (default eval/return_mean)",
     )
+    plot.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        metavar="CSV",
+        help="with several runs: a published curve to draw beside them, a CSV with the header env_step,mean,std "
+        "(drawn as its mean and a mean ± std band)",
+    )
+    plot.add_argument(
+        "--reference-label", default=None, help="legend label of --reference (default: its file name)"
+    )
+    plot.add_argument("--title", default=None, help="with several runs: the figure's title")
     from rlcore.cli.enjoy import add_parser as add_enjoy_parser  # rlcore enjoy RUN_DIR
 
     add_enjoy_parser(sub)
