@@ -373,6 +373,7 @@ def test_seeds_run_resume_skips_finished_ones_and_plot_draws_them_together(tmp_p
         assert _counters(run / "checkpoint")["env_steps"] == 600
         config = json.loads((run / "config.json").read_text())
         assert config["args"]["seed"] == seed and config["args"]["seeds"] is None
+        assert config["command"].split().count("--no-progress") == 1  # was added again for quiet seeds
     finals = [json.loads((tmp_path / "sweep" / f"s{s}" / "metrics.jsonl").read_text().splitlines()[-1]) for s in (0, 1)]
     assert finals[0]["eval/return_mean"] != finals[1]["eval/return_mean"]
     capsys.readouterr()

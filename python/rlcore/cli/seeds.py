@@ -189,18 +189,23 @@ def _drive(plan: list[_Seed], jobs: int, stop: list[int]) -> None:
             pending.clear()
 
 
+def child_command(argv: list[str], *, quiet: bool) -> list[str]:
+    """The child process's command line for one seed's ``rlcore train`` arguments ``argv``; a quiet
+    seed (output to its log) also hides the progress bar, once."""
+    extra = ["--no-progress"] if quiet and "--no-progress" not in argv else []
+    return [sys.executable, "-m", "rlcore.cli", *argv, *extra]
+
+
 def _start(s: _Seed, *, quiet: bool) -> None:
     """Start ``rlcore train`` for one seed (a child process of this Python)."""
-    cmd = [sys.executable, "-m", "rlcore.cli", *s.argv]
+    cmd = child_command(s.argv, quiet=quiet)
     if quiet:
         s.out.mkdir(parents=True, exist_ok=True)
         s.log = open(s.out / LOG_FILE, "ab")  # noqa: SIM115 - closed by run_seeds
         s.log.write(f"$ rlcore {shlex.join(s.argv)}\n".encode())
         s.log.flush()
         print(f"rlcore: seed {s.seed} started, output in {s.out / LOG_FILE}", flush=True)
-        s.process = subprocess.Popen(
-            [*cmd, "--no-progress"], stdout=s.log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        s.process = subprocess.Popen(cmd, stdout=s.log, stderr=subprocess.STDOUT, start_new_session=True)
     else:
         print(f"rlcore: seed {s.seed}: rlcore {shlex.join(s.argv)}", flush=True)
         s.process = subprocess.Popen(cmd, start_new_session=True)  # signals reach it through us only
