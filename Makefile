@@ -85,21 +85,22 @@ $(STAMP)-docs: $(STAMP_DEPS)
 	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,docs
 	@$(if $(OWN_VENV),touch $@ $(STAMP)-run)
 $(STAMP)-test: $(STAMP_DEPS)
-	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,compat,ray,atari,envpool,video,docs,test
+	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,compat,ray,atari,envpool,video,docs,test FEATURES=bench
 	@$(if $(OWN_VENV),touch $@ $(STAMP)-run $(STAMP)-docs)
 
 # The two install stages (the stamps above and `bench` call them). Stage 2 lists the dependencies of
 # the extras and the build backend from pyproject.toml and lets pip install them with its progress (a
 # line per package, a bar per download): torch with its CUDA libraries is most of the size and time.
 # Stage 3 builds the Rust core in release mode with cargo's progress (pip -v shows the backend's output;
-# the backend, maturin, was installed in stage 2 and runs from the environment's scripts folder).
+# the backend, maturin, was installed in stage 2 and runs from the environment's scripts folder);
+# FEATURES=bench builds the binding's bench-only code (RawBuffer._floor_gather) in.
 _pip:
 	@echo "== [2/3] installing the dependencies of rlcore[$(EXTRAS)] into $(if $(OWN_VENV),$(VENV)/,$$($(PY) -c 'import sys; print(sys.prefix)')) (the first time: ~3 GB to download, ~5.7 GB installed, several minutes)"
 	@mkdir -p build
 	@$(PY) -c 'import sys, tomllib; t = tomllib.load(open("pyproject.toml", "rb")); p = t["project"]; x = p["optional-dependencies"]; print("\n".join(p["dependencies"] + [r for e in sys.argv[1].split(",") for r in x[e]] + t["build-system"]["requires"]))' $(EXTRAS) > build/requirements.txt
 	$(PIP) install --progress-bar on -r build/requirements.txt
 	@echo "== [3/3] building the Rust core (cargo, release build with LTO: a few minutes the first time) and installing rlcore, editable"
-	PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH" $(PIP) install -v --no-deps --no-build-isolation -e .
+	PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH" $(if $(FEATURES),MATURIN_PEP517_ARGS="--features $(FEATURES)") $(PIP) install -v --no-deps --no-build-isolation -e .
 	@echo "== rlcore installed in $(if $(OWN_VENV),$(VENV)/ (to use it in your shell: source $(VENV)/bin/activate),$$($(PY) -c 'import sys; print(sys.prefix)'))"
 
 # A wheel of rlcore for another environment (rlcore is not on PyPI). abi3: the binding is built
@@ -140,12 +141,12 @@ docs: install-docs ## build the documentation site into site/ (warnings are erro
 
 lint: ## rustfmt, clippy, ruff, mypy stubtest of the native module
 	cargo fmt --all -- --check
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --all-features -- -D warnings
 	$(PY) -m ruff check python tests benches examples
-	$(PY) -m mypy.stubtest rlcore._core
+	$(PY) -m pytest -q tests/test_native_stubs.py
 
 bench: ## benchmarks side by side with the peers (installs rlcore[bench]); writes docs/benchmarks.md and checks benches/targets.toml
-	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,bench
+	@$(MAKE) --no-print-directory _pip EXTRAS=torch,robotics,bench FEATURES=bench
 	$(PY) benches/report.py --out docs/benchmarks.md --targets benches/targets.toml $(BENCH_ARGS)
 
 clean: ## remove build outputs (the virtual environment .venv/ stays: rm -rf .venv to remove it)

@@ -1536,6 +1536,10 @@ def test_sample_and_len_cost_do_not_grow_with_num_envs():
     assert ratio < 4.0, f"sample(256) + len() on 100k envs costs {ratio:.1f}x one env"
 
 
+@pytest.mark.skipif(
+    not hasattr(rlcore.ReplayBuffer, "_floor_gather"),
+    reason="bench-only: built with the cargo feature bench (make install-test, make bench)",
+)
 def test_bench_floor_gather_copies_the_drawn_rows_and_their_next_rows():
     """The benchmark floor (issue 20) gathers real bytes: the observation of each row it returns,
     the next row's (with n_step, the observation n rows on and the rewards in between), the action,

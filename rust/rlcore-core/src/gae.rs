@@ -51,6 +51,16 @@ impl GaeInputs<'_> {
         Ok([t, n])
     }
 
+    /// [`GaeInputs::run`] into new vectors: `([T, N], advantages, returns)`.
+    ///
+    /// Errors: as [`GaeInputs::check`].
+    pub fn run_new(&self) -> Result<([usize; 2], Vec<f32>, Vec<f32>)> {
+        let [t, n] = self.check()?;
+        let (mut adv, mut ret) = (vec![0.0; t * n], vec![0.0; t * n]);
+        self.run(&mut adv, &mut ret)?;
+        Ok(([t, n], adv, ret))
+    }
+
     /// Check, then [`compute_gae`] into `advantages` and `returns` (T * N elements each).
     ///
     /// Errors: as [`GaeInputs::check`]; `Shape` for outputs of another size.

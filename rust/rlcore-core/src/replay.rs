@@ -3,12 +3,13 @@
 //! composes, so that those import each other one way only (mem → dtype → schema → validate →
 //! per → storage → episodes/sampling → her → replay → state).
 
+use crate::batch::BatchField;
 use crate::error::{CoreError, Result};
 use crate::her::{self, HerConfig, RewardFn};
 use crate::per::{self, PerState};
 use crate::rng::Rng;
 use crate::sampling::{self, BatchOut, Plan, Scratch};
-use crate::schema::{BatchField, Column, ColumnSpec, ColumnView, Schema, Steps};
+use crate::schema::{Column, ColumnSpec, ColumnView, Schema, Steps};
 use crate::storage::{AddOutcome, Storage};
 use crate::validate::{self, Checked};
 
@@ -24,6 +25,17 @@ pub struct ReplayCore {
     /// Stack size of frame-stacked observations (see `frames`), set before the columns.
     frame_stack: Option<usize>,
     scratch: Scratch,
+}
+
+/// One `sample` call: `batch_size` drawn transitions, or (`at`) the batch of the transitions
+/// those indices name, with for HER the goal rows `goals_at` (see [`ReplayCore::sample_at`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleRequest {
+    pub batch_size: usize,
+    pub n_step: usize,
+    pub gamma: f64,
+    pub at: Option<Vec<i64>>,
+    pub goals_at: Option<Vec<i64>>,
 }
 
 impl ReplayCore {
@@ -337,6 +349,29 @@ impl ReplayCore {
             ));
         }
         self.check_sample_args(b, n_step, gamma)
+    }
+
+    /// [`ReplayCore::check_sample_at_args`] for a request of indices, else
+    /// [`ReplayCore::check_sample_args`].
+    pub fn check_sample_request(&self, r: &SampleRequest) -> Result<()> {
+        match &r.at {
+            Some(ix) => self.check_sample_at_args(ix.len(), r.n_step, r.gamma),
+            None => self.check_sample_args(r.batch_size, r.n_step, r.gamma),
+        }
+    }
+
+    /// [`ReplayCore::sample_at`] for a request of indices, else [`ReplayCore::sample`].
+    pub fn sample_request(
+        &mut self,
+        r: &SampleRequest,
+        out: &mut BatchOut<'_>,
+        reward_fn: Option<&mut RewardFn<'_>>,
+    ) -> Result<()> {
+        let (n, gamma) = (r.n_step, r.gamma);
+        match &r.at {
+            Some(ix) => self.sample_at(ix, r.goals_at.as_deref(), n, gamma, out, reward_fn),
+            None => self.sample(r.batch_size, n, gamma, out, reward_fn),
+        }
     }
 
     /// The most rows one batch of this buffer may hold: its rows, or 2^16 for a smaller

@@ -2,11 +2,12 @@
 //! output arrays (DESIGN.md, "Returns, relabeling, priorities"). Relabeling is in `her`, the
 //! order of the steps in `replay`.
 
+use crate::batch::{BatchField, Field};
 use crate::error::{CoreError, Result};
 use crate::mem::{cast_mut, gather_rows, GatherRows, Plain};
 use crate::per::PerState;
 use crate::rng::Rng;
-use crate::schema::{BatchField, Field, Schema};
+use crate::schema::Schema;
 use crate::storage::{Storage, F_TRANSITION};
 
 /// How many samples ahead the gather prefetches rows (software pipelining: enough misses in
@@ -72,6 +73,10 @@ impl<'a> BatchOut<'a> {
                 Field::Discount => disc = Some(typed(&f, b)?),
                 Field::Indices => idx = Some(typed(&f, b)?),
                 Field::Weights => weights = Some(typed(&f, b)?),
+                f => {
+                    let m = format!("out: {} is no field of a transition batch", f.name());
+                    return Err(CoreError::shape(m));
+                }
             }
         }
         let missing = |what: &str| CoreError::shape(format!("out: no array for field '{what}'"));

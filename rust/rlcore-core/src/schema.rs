@@ -1,11 +1,8 @@
 //! What a buffer stores and how callers name it: the columns (observation columns, `act`,
 //! extras), the row record layout, the reserved names, the `"obs.<key>"` convention of dict
 //! observations (applied here only), the inputs of one `add`/`extend` call ([`Steps`]) and their
-//! lookup by name, column views by public name ([`ColumnView`]) and the layout of a sampled
-//! batch ([`BatchField`]).
-//!
-//! Over 700 lines because its unit tests (about 230) sit beside the code, as everywhere in the
-//! core; the code itself is about 550.
+//! lookup by name and column views by public name ([`ColumnView`]). The layout of a sampled
+//! batch is in [`crate::batch`].
 
 use std::borrow::Cow;
 
@@ -424,50 +421,6 @@ impl Schema {
             ))),
         }
     }
-
-    /// The arrays of a sampled batch, in the order a [`crate::BatchOut`] is assembled from:
-    /// every observation column (`Obs`), again (`ObsNext`), `act`, the extras, then `rew`,
-    /// `terminated`, `truncated`, `discount`, `indices` and, for prioritized buffers,
-    /// `weights`.
-    pub fn batch_fields(
-        &self,
-        prioritized: bool,
-    ) -> impl Iterator<Item = BatchField<'_>> + Clone + '_ {
-        let obs = |field: Field| {
-            self.obs.iter().map(move |c| BatchField {
-                field,
-                key: obs_key(&c.spec.name),
-                dtype: c.spec.dtype,
-                row_shape: &c.spec.shape,
-            })
-        };
-        let step = self.step.iter().enumerate().map(|(k, c)| BatchField {
-            field: if k == 0 { Field::Act } else { Field::Extras },
-            key: (k > 0).then_some(c.spec.name.as_str()),
-            dtype: c.spec.dtype,
-            row_shape: &c.spec.shape,
-        });
-        let scalars = [
-            (Field::Rew, DType::F32),
-            (Field::Terminated, DType::Bool),
-            (Field::Truncated, DType::Bool),
-            (Field::Discount, DType::F32),
-            (Field::Indices, DType::I64),
-            (Field::Weights, DType::F32),
-        ]
-        .into_iter()
-        .filter(move |(f, _)| prioritized || *f != Field::Weights)
-        .map(|(field, dtype)| BatchField {
-            field,
-            key: None,
-            dtype,
-            row_shape: &[],
-        });
-        obs(Field::Obs)
-            .chain(obs(Field::ObsNext))
-            .chain(step)
-            .chain(scalars)
-    }
 }
 
 /// Check a frame stack of `k` over the observation column `obs`.
@@ -511,66 +464,6 @@ fn find<'a>(given: &'a [(&'a str, Array<'a>)], k: usize, name: &str) -> Option<&
     match given.get(k) {
         Some((n, a)) if *n == name => Some(a),
         _ => given.iter().find(|(n, _)| *n == name).map(|(_, a)| a),
-    }
-}
-
-/// A field of a sampled `TransitionBatch`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
-    Obs,
-    ObsNext,
-    Act,
-    Extras,
-    Rew,
-    Terminated,
-    Truncated,
-    Discount,
-    Indices,
-    Weights,
-}
-
-impl Field {
-    /// The field's name in a `TransitionBatch`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Field::Obs => "obs",
-            Field::ObsNext => "obs_next",
-            Field::Act => "act",
-            Field::Extras => "extras",
-            Field::Rew => "rew",
-            Field::Terminated => "terminated",
-            Field::Truncated => "truncated",
-            Field::Discount => "discount",
-            Field::Indices => "indices",
-            Field::Weights => "weights",
-        }
-    }
-}
-
-/// One array of a sampled batch of B samples: dtype and shape `[B, *row_shape]`, and where it
-/// goes in a `TransitionBatch`: the field itself, or (`key`) one entry of the field's dict — the
-/// observation key of dict observations, the name of an extra.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchField<'a> {
-    pub field: Field,
-    pub key: Option<&'a str>,
-    pub dtype: DType,
-    pub row_shape: &'a [usize],
-}
-
-impl BatchField<'_> {
-    /// Bytes of one sample's row of this array.
-    pub fn item_bytes(&self) -> usize {
-        self.row_shape.iter().product::<usize>() * self.dtype.size()
-    }
-
-    /// How messages name the array: `obs`, `obs['key']`, `act`, an extra's name, `rew`, ...
-    pub fn label(&self) -> Cow<'_, str> {
-        match (self.field, self.key) {
-            (Field::Extras, Some(name)) => Cow::Borrowed(name),
-            (f, Some(key)) => Cow::Owned(format!("{}['{key}']", f.name())),
-            (f, None) => Cow::Borrowed(f.name()),
-        }
     }
 }
 
@@ -641,6 +534,7 @@ pub struct Steps<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::Field;
 
     fn spec(name: &str) -> ColumnSpec {
         ColumnSpec::new(name, DType::F32, vec![2])

@@ -5,9 +5,10 @@
 //! Parameters that belong to one feature (PER's alpha/beta/eps and priorities, HER's future_k
 //! and threshold, GAE's rollout arrays) are checked in that feature's module.
 
+use crate::batch::OutField;
 use crate::dtype::{check_cast, check_values, read_f64, Array, DType};
 use crate::error::{CoreError, Result};
-use crate::schema::{display, BatchField, Column, Obs, Schema, Steps};
+use crate::schema::{display, Column, Obs, Schema, Steps};
 use smallvec::SmallVec;
 
 /// The largest batch `sample` draws (2^31 − 1 rows; larger ones cannot be allocated usefully).
@@ -422,24 +423,19 @@ pub struct OutArray<'a> {
     pub len: usize,
 }
 
-/// Check caller-supplied output arrays for a batch of `b` samples: one per batch field, in the
-/// order of [`Schema::batch_fields`], each of exactly the field's dtype and shape `[b, *row
-/// shape]`, C-contiguous, writable, aligned to its elements, and no two sharing memory.
+/// Check caller-supplied output arrays, one per field of `fields` in their order: each of
+/// exactly the field's dtype and shape, C-contiguous, writable, aligned to its elements, and no
+/// two sharing memory. One check for every kind of batch ([`OutField`]).
 ///
 /// Errors: `DType` (dtype), `Shape` (shape, number of arrays), `Usage` (layout, shared memory).
-pub fn out_arrays<'f>(
-    b: usize,
-    fields: impl Iterator<Item = BatchField<'f>>,
-    arrays: &[OutArray<'_>],
-) -> Result<()> {
-    let mut count = 0;
+pub fn out_arrays<F: OutField>(fields: &[F], arrays: &[OutArray<'_>]) -> Result<()> {
     let mut spans: SmallVec<[(usize, usize); 16]> = SmallVec::new();
-    for f in fields {
-        let Some(a) = arrays.get(count) else {
+    for (k, f) in fields.iter().enumerate() {
+        let Some(a) = arrays.get(k) else {
             return Err(CoreError::shape(format!("out: no array for {}", f.label())));
         };
-        count += 1;
-        if a.dtype.as_ref().ok() != Some(&f.dtype) {
+        let dtype = f.dtype();
+        if a.dtype.as_ref().ok() != Some(&dtype) {
             let got = match &a.dtype {
                 Ok(d) => d.name().to_string(),
                 Err(desc) => desc.clone(),
@@ -447,15 +443,19 @@ pub fn out_arrays<'f>(
             return Err(CoreError::dtype(format!(
                 "out.{}: expected dtype {}, got {got}",
                 f.label(),
-                f.dtype.name()
+                dtype.name()
             )));
         }
-        if !(a.shape.first() == Some(&b) && same_dims(&a.shape[1..], f.row_shape)) {
-            let mut want = vec![b];
-            want.extend_from_slice(f.row_shape);
+        let (lead, row) = f.dims();
+        let n = lead.len();
+        if !(a.shape.len() == n + row.len()
+            && same_dims(&a.shape[..n], lead)
+            && same_dims(&a.shape[n..], row))
+        {
             return Err(CoreError::shape(format!(
-                "out.{}: expected shape {want:?}, got {:?}",
+                "out.{}: expected shape {:?}, got {:?}",
                 f.label(),
+                f.shape().as_slice(),
                 a.shape
             )));
         }
@@ -465,21 +465,22 @@ pub fn out_arrays<'f>(
                 f.label()
             )));
         }
-        if !a.addr.is_multiple_of(f.dtype.size()) {
+        if !a.addr.is_multiple_of(dtype.size()) {
             return Err(CoreError::usage(format!(
                 "out.{}: the array must be aligned to its {}-byte elements",
                 f.label(),
-                f.dtype.size()
+                dtype.size()
             )));
         }
         if a.len > 0 {
             spans.push((a.addr, a.len));
         }
     }
-    if count != arrays.len() {
+    if fields.len() != arrays.len() {
         return Err(CoreError::shape(format!(
-            "out: {} arrays for a batch of {count} fields",
-            arrays.len()
+            "out: {} arrays for a batch of {} fields",
+            arrays.len(),
+            fields.len()
         )));
     }
     spans.sort_unstable();
@@ -588,7 +589,8 @@ mod tests {
             .batch_fields(false)
             .map(|f| [&[b][..], f.row_shape].concat())
             .collect();
-        let check = |h: &[OutArray<'_>]| out_arrays(b, sc.batch_fields(false), h);
+        let fields: Vec<_> = sc.batch_fields(false).map(|f| (b, f)).collect();
+        let check = |h: &[OutArray<'_>]| out_arrays(&fields, h);
         assert_eq!(check(&good_headers(b, &shapes)), Ok(()));
         let mut h = good_headers(b, &shapes);
         h[2].dtype = Ok(DType::I32);

@@ -1,10 +1,6 @@
-//! The one mapping of the core's errors to Python exceptions.
-//!
-//! The exception classes are defined once, in Python (`rlcore/errors.py`): each leaf subclasses
-//! both `RlcoreError` and the builtin a user would catch (`ShapeError(RlcoreError, ValueError)`),
-//! which pyo3's `create_exception!` cannot express (it takes one base). The module fetches the
-//! classes once at import and re-exports them, so `rlcore._core.ShapeError is
-//! rlcore.errors.ShapeError`.
+//! The one mapping of the core's errors to Python exceptions. The classes are defined once, in
+//! `rlcore/errors.py` (each leaf subclasses `RlcoreError` and a builtin, which `create_exception!`
+//! cannot express); the module fetches them at import and re-exports them.
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -12,8 +8,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 use rlcore_core::CoreError;
 
-/// An error of a binding call: one of the core's, or one Python raised (a user callback, a
-/// failed attribute lookup, ...), passed through unchanged.
+/// An error of a binding call: the core's, or one Python raised (a user callback, a failed
+/// attribute lookup), passed through unchanged.
 pub enum Error {
     Core(CoreError),
     Py(PyErr),
@@ -47,31 +43,35 @@ impl From<pyo3::CastIntoError<'_>> for Error {
     }
 }
 
-impl From<Error> for PyErr {
-    #[cold]
-    fn from(e: Error) -> PyErr {
-        match e {
-            Error::Py(e) => e,
-            Error::Core(e) => {
-                let k = match &e {
-                    CoreError::Shape(_) => 1,
-                    CoreError::DType(_) => 2,
-                    CoreError::InvalidValue(_) => 3,
-                    CoreError::Empty(_) => 4,
-                    CoreError::Usage(_) => 5,
-                    CoreError::Corrupt(_) => 6,
-                };
-                let msg = e.message().to_string();
-                Python::attach(|py| match CLASSES.get(py) {
-                    Some(c) => PyErr::from_type(c[k].bind(py).clone(), msg),
-                    None => PyRuntimeError::new_err(msg),
-                })
-            }
-        }
+/// The class of `rlcore.errors` that a core error raises.
+fn class_name(e: &CoreError) -> &'static str {
+    match e {
+        CoreError::Shape(_) => "ShapeError",
+        CoreError::DType(_) => "DTypeError",
+        CoreError::InvalidValue(_) => "InvalidValueError",
+        CoreError::Empty(_) => "EmptyBufferError",
+        CoreError::Usage(_) => "ApiUsageError",
+        CoreError::Corrupt(_) => "SaveFileError",
     }
 }
 
-/// The classes of `rlcore.errors`, in the order of the mapping above.
+impl From<Error> for PyErr {
+    #[cold]
+    fn from(e: Error) -> PyErr {
+        let e = match e {
+            Error::Py(e) => return e,
+            Error::Core(e) => e,
+        };
+        let (name, msg) = (class_name(&e), e.message().to_string());
+        Python::attach(|py| {
+            match CLASSES.get(py).and_then(|c| c.iter().find(|(n, _)| *n == name)) {
+                Some((_, c)) => PyErr::from_type(c.bind(py).clone(), msg),
+                None => PyRuntimeError::new_err(msg),
+            }
+        })
+    }
+}
+
 const NAMES: [&str; 7] = [
     "RlcoreError",
     "ShapeError",
@@ -82,19 +82,17 @@ const NAMES: [&str; 7] = [
     "SaveFileError",
 ];
 
-static CLASSES: PyOnceLock<Vec<Py<PyType>>> = PyOnceLock::new();
+static CLASSES: PyOnceLock<Vec<(&'static str, Py<PyType>)>> = PyOnceLock::new();
 
 /// Fetch the exception classes from `rlcore.errors` and add them to module `m`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    let classes = CLASSES.get_or_try_init(py, || -> PyResult<Vec<Py<PyType>>> {
+    let classes = CLASSES.get_or_try_init(py, || -> PyResult<_> {
         let errors = py.import("rlcore.errors")?;
-        NAMES
-            .iter()
-            .map(|name| Ok(errors.getattr(*name)?.cast_into::<PyType>()?.unbind()))
-            .collect()
+        let class = |n: &'static str| Ok((n, errors.getattr(n)?.cast_into::<PyType>()?.unbind()));
+        NAMES.into_iter().map(class).collect::<PyResult<Vec<_>>>()
     })?;
-    for (name, c) in NAMES.iter().zip(classes) {
+    for (name, c) in classes {
         m.add(*name, c.bind(py))?;
     }
     Ok(())
