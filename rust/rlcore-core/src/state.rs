@@ -24,6 +24,19 @@ pub struct StatePart<'a> {
     pub bytes: std::borrow::Cow<'a, [u8]>,
 }
 
+impl<'a> StatePart<'a> {
+    /// The part `name` holding the bytes of `a`, borrowed.
+    pub fn of(name: &str, a: &crate::Array<'a>) -> Self {
+        let (dtype, shape) = (a.dtype, a.shape.to_vec());
+        StatePart {
+            name: name.to_string(),
+            dtype,
+            shape,
+            bytes: a.data.into(),
+        }
+    }
+}
+
 /// Copy saved bytes into plain numbers (lengths were validated by the caller).
 fn copy_into<T: Plain>(dst: &mut [T], src: &[u8]) {
     bytes_of_mut(dst).copy_from_slice(src);

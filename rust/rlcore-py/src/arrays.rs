@@ -9,11 +9,11 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use rlcore_core::{validate, CoreError, Field, OutArray, OutField};
 use smallvec::SmallVec;
 
-use crate::convert::{self, type_name, Any};
+use crate::convert::{self, type_name, Any, Arr};
 use crate::errors::Result;
 
 /// The arrays of one batch, one per field.
-pub type Arrays<'py> = SmallVec<[Bound<'py, PyUntypedArray>; 16]>;
+pub type Arrays<'py> = SmallVec<[Arr<'py>; 16]>;
 
 /// The name of a field as an interned string: reading an `out` batch builds no string.
 fn attr(py: Python<'_>, f: Field) -> &Bound<'_, PyString> {

@@ -2,7 +2,6 @@
 //! `rlcore/_core.pyi`): every method converts its arguments, makes one core call through
 //! `call` and converts the result back.
 
-use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use rlcore_core::{
@@ -14,7 +13,7 @@ use smallvec::SmallVec;
 
 use crate::arrays::{self, slices};
 use crate::call::{self, Shared};
-use crate::convert::{self, opt_array, vec_array, Any, Given, SpecTuple, What};
+use crate::convert::{self, opt_array, vec_array, Any, Arr, Given, SpecTuple, What};
 use crate::errors::Result;
 use crate::fast;
 
@@ -61,22 +60,13 @@ fn transition_fields(core: &ReplayCore, b: usize) -> SmallVec<[(usize, BatchFiel
     core.batch_fields().map(|f| (b, f)).collect()
 }
 
-/// The six step arrays of `add`/`extend`.
-type StepArgs<'a, 'py> = [&'a Any<'py>; 6];
-
 impl RawBuffer {
     /// One add or extend call: convert, lock, let the core check and write.
     fn write(
-        &self, py: Python<'_>, args: StepArgs<'_, '_>, mask: Option<&Any<'_>>,
+        &self, py: Python<'_>, args: [&Any<'_>; 6], mask: Option<&Any<'_>>,
         env_ids: Option<&Any<'_>>, extras: Option<&Bound<'_, PyDict>>, extend: bool,
     ) -> Result<AddResult> {
-        let write = |core: &mut ReplayCore, s: &Steps<'_>| {
-            if extend {
-                core.extend(s)
-            } else {
-                core.add(s)
-            }
-        };
+        let write = if extend { ReplayCore::extend } else { ReplayCore::add };
         let absent = |x: Option<&Any<'_>>| x.is_none_or(|x| x.is_none());
         // the lock first: waiting for it releases the GIL, and another thread may then change
         // or free the arrays, so their headers are read only once it is held
@@ -95,14 +85,14 @@ impl RawBuffer {
         let tr = convert::array(truncated, What::Arg("truncated"))?;
         let (m, ids) = (opt_array(mask, "mask")?, opt_array(env_ids, "env_ids")?);
         let ex = convert::extras(extras)?;
-        let (o, on, ex) = (o.arrays()?, on.arrays()?, ex.arrays()?);
+        let (mut ok, mut onk, ex) = (Vec::new(), Vec::new(), ex.arrays()?);
         let steps = Steps {
-            obs: o.obs(),
+            obs: o.obs(&mut ok)?,
             act: a.array(),
             rew: r.array(),
             terminated: te.array(),
             truncated: tr.array(),
-            obs_next: on.obs(),
+            obs_next: on.obs(&mut onk)?,
             extras: &ex,
             mask: m.as_ref().map(|m| m.array()),
             env_ids: ids.as_ref().map(|i| i.array()),
@@ -148,8 +138,9 @@ impl RawBuffer {
             (alpha.float("alpha", DEFAULT_ALPHA)?, beta.float("beta", DEFAULT_BETA)?);
         let (eps, future_k) =
             (eps.float("eps", DEFAULT_EPS)?, future_k.float("future_k", DEFAULT_FUTURE_K)?);
-        let distance_threshold = convert::opt_float(distance_threshold, "distance_threshold")?;
-        let frame_stack = convert::opt_count(frame_stack, "frame_stack")?;
+        let distance_threshold =
+            convert::opt(distance_threshold, |x| convert::float(x, "distance_threshold"))?;
+        let frame_stack = convert::opt(frame_stack, |k| convert::count(k, "frame_stack"))?;
         let mut core = ReplayCore::new(capacity, num_envs, seed)?;
         if let Some(k) = frame_stack {
             core.enable_frame_stack(k)?;
@@ -202,8 +193,8 @@ impl RawBuffer {
         out: Option<&Any<'py>>, compute_reward: Option<&Any<'py>>, indices: Option<&Any<'py>>,
         goal_indices: Option<&Any<'py>>,
     ) -> Result<Bound<'py, PyTuple>> {
-        let at = convert::opt_indices(indices, "indices")?;
-        let goals_at = convert::opt_indices(goal_indices, "goal_indices")?;
+        let at = indices.map(|a| convert::indices(a, "indices")).transpose()?;
+        let goals_at = goal_indices.map(|a| convert::indices(a, "goal_indices")).transpose()?;
         let b = convert::count(batch_size, "batch_size")?;
         let (n_step, gamma) = (convert::count(n_step, "n_step")?, convert::float(gamma, "gamma")?);
         let req = SampleRequest { batch_size: b, n_step, gamma, at, goals_at };
@@ -397,7 +388,7 @@ impl RawBuffer {
         Ok(())
     }
 
-    fn _column<'py>(slf: &Bound<'py, Self>, name: &str) -> Result<Bound<'py, PyUntypedArray>> {
+    fn _column<'py>(slf: &Bound<'py, Self>, name: &str) -> Result<Arr<'py>> {
         let v = slf.get().0.lock(slf.py())?.column_view(name)?;
         Ok(convert::view(slf.py(), &v, slf.as_any())?)
     }
@@ -437,18 +428,8 @@ impl RawBuffer {
             let i = convert::array(&v, What::Arg(&name))?;
             ins.push((name, i));
         }
-        let sp: Vec<StatePart<'_>> = ins
-            .iter()
-            .map(|(name, i)| {
-                let a = i.array();
-                StatePart {
-                    name: name.clone(),
-                    dtype: a.dtype,
-                    shape: a.shape.to_vec(),
-                    bytes: a.data.into(),
-                }
-            })
-            .collect();
+        let sp: Vec<StatePart<'_>> =
+            ins.iter().map(|(n, i)| StatePart::of(n, &i.array())).collect();
         let (o, s) = (convert::opt_specs(obs)?, convert::opt_specs(step)?);
         Ok(self.0.lock(py)?.load_state_with_schema(o, s, &sp)?)
     }

@@ -16,8 +16,9 @@ use smallvec::SmallVec;
 
 use crate::errors::Result;
 
-/// Any Python object, bound to the interpreter.
+/// Any Python object, and a NumPy array of any dtype, bound to the interpreter.
 pub type Any<'py> = Bound<'py, PyAny>;
+pub type Arr<'py> = Bound<'py, PyUntypedArray>;
 
 static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static NUMPY_GENERIC: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -89,9 +90,11 @@ pub fn float(obj: &Any<'_>, what: &str) -> Result<f64> {
     Err(CoreError::dtype(msg).into())
 }
 
-/// An optional float (`None` means absent).
-pub fn opt_float(obj: Option<&Any<'_>>, what: &str) -> Result<Option<f64>> {
-    obj.filter(|x| !x.is_none()).map(|x| float(x, what)).transpose()
+/// `f` of an optional argument (`None` means absent).
+pub fn opt<'py, T>(
+    obj: Option<&Any<'py>>, f: impl FnOnce(&Any<'py>) -> Result<T>,
+) -> Result<Option<T>> {
+    obj.filter(|x| !x.is_none()).map(f).transpose()
 }
 
 /// A count (`capacity`, `batch_size`, ...).
@@ -99,17 +102,10 @@ pub fn count(obj: &Any<'_>, what: &str) -> Result<usize> {
     Ok(validate::count(what, int(obj, what)?)?)
 }
 
-/// An optional count (`None` means absent).
-pub fn opt_count(obj: Option<&Any<'_>>, what: &str) -> Result<Option<usize>> {
-    obj.filter(|x| !x.is_none()).map(|x| count(x, what)).transpose()
-}
-
 /// The seed: an integer, or a fresh one from the operating system for `None`.
 pub fn seed(obj: Option<&Any<'_>>) -> Result<u64> {
-    match obj.filter(|x| !x.is_none()) {
-        Some(x) => Ok(validate::seed(int(x, "seed")?)?),
-        None => Ok(rlcore_core::rng::entropy_seed()),
-    }
+    Ok(opt(obj, |x| Ok(validate::seed(int(x, "seed")?)?))?
+        .unwrap_or_else(rlcore_core::rng::entropy_seed))
 }
 
 /// An argument with a default: `Given(None)` when left out, the object (maybe `None`) when
@@ -153,7 +149,7 @@ impl fmt::Display for What<'_> {
 
 /// An input as C-contiguous native-endian bytes (borrowed from the array when possible).
 pub struct In<'py> {
-    arr: Option<Bound<'py, PyUntypedArray>>,
+    arr: Option<Arr<'py>>,
     scalar: [u8; 8],
     dtype: DType,
 }
@@ -207,14 +203,14 @@ pub fn array<'py>(obj: &Any<'py>, what: What<'_>) -> Result<In<'py>> {
             kw.set_item("dtype", d.call_method1("newbyteorder", ("=",))?)?;
             kw.set_item("order", "C")?;
             let a = numpy_mod(py)?.call_method("asarray", (a,), Some(&kw))?;
-            a.cast_into::<PyUntypedArray>()?
+            a.cast_into::<PyUntypedArray>().map_err(PyErr::from)?
         };
         return Ok(In { arr: Some(arr), scalar: [0; 8], dtype });
     }
     // numpy scalars (np.float32(r), np.bool_(done), np.int64(a)): read the value directly
     if obj.is_instance(numpy_generic(py)?)? {
         let d = obj.getattr("dtype")?;
-        let d = d.cast::<PyArrayDescr>()?;
+        let d = d.cast::<PyArrayDescr>().map_err(PyErr::from)?;
         if let Some(dt) = DType::from_kind(d.kind(), d.itemsize()) {
             let n = dt.size();
             match dt {
@@ -247,17 +243,12 @@ pub fn array<'py>(obj: &Any<'py>, what: What<'_>) -> Result<In<'py>> {
 
 /// An optional array argument (`None` means absent).
 pub fn opt_array<'py>(obj: Option<&Any<'py>>, what: &str) -> Result<Option<In<'py>>> {
-    obj.filter(|x| !x.is_none()).map(|x| array(x, What::Arg(what))).transpose()
+    opt(obj, |x| array(x, What::Arg(what)))
 }
 
 /// Row indices from an integer array-like.
 pub fn indices(obj: &Any<'_>, what: &str) -> Result<Vec<i64>> {
     Ok(validate::index_array(what, &array(obj, What::Arg(what))?.array())?)
-}
-
-/// Optional row indices (`None` means absent).
-pub fn opt_indices(obj: Option<&Any<'_>>, what: &str) -> Result<Option<Vec<i64>>> {
-    obj.map(|a| indices(a, what)).transpose()
 }
 
 /// Priorities from a numeric array-like.
@@ -295,26 +286,15 @@ pub enum ObsIn<'py> {
     Dict(Named<'py>),
 }
 
-/// The core's view of an [`ObsIn`].
-pub enum ObsArrays<'a> {
-    Array(Array<'a>),
-    Dict(Vec<(&'a str, Array<'a>)>),
-}
-
 impl ObsIn<'_> {
-    pub fn arrays(&self) -> Result<ObsArrays<'_>> {
-        Ok(match self {
-            ObsIn::Array(i) => ObsArrays::Array(i.array()),
-            ObsIn::Dict(n) => ObsArrays::Dict(n.arrays()?),
-        })
-    }
-}
-
-impl ObsArrays<'_> {
-    pub fn obs(&self) -> Obs<'_> {
+    /// The core's view; `keys` holds the `(key, array)` pairs of a dict observation.
+    pub fn obs<'a>(&'a self, keys: &'a mut Vec<(&'a str, Array<'a>)>) -> Result<Obs<'a>> {
         match self {
-            ObsArrays::Array(a) => Obs::Array(*a),
-            ObsArrays::Dict(d) => Obs::Dict(d),
+            ObsIn::Array(i) => Ok(Obs::Array(i.array())),
+            ObsIn::Dict(n) => {
+                *keys = n.arrays()?;
+                Ok(Obs::Dict(keys))
+            }
         }
     }
 }
@@ -394,7 +374,7 @@ fn descr(py: Python<'_>, dt: DType) -> Bound<'_, PyArrayDescr> {
 /// `data`, when given, must address every element of the view and outlive `base`.
 unsafe fn new_array<'py>(
     py: Python<'py>, dt: DType, dims: &[usize], data: Option<(*const u8, &[usize], &Any<'py>)>,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
+) -> PyResult<Arr<'py>> {
     let mut d: SmallVec<[npy_intp; 4]> = dims.iter().map(|&x| x as npy_intp).collect();
     let (ptr, mut st, flags) = match data {
         Some((p, st, _)) => {
@@ -405,17 +385,8 @@ unsafe fn new_array<'py>(
     let st_ptr = if data.is_some() { st.as_mut_ptr() } else { std::ptr::null_mut() };
     let ty = npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type);
     let (nd, descr) = (d.len() as std::ffi::c_int, descr(py, dt).into_dtype_ptr());
-    let raw = PY_ARRAY_API.PyArray_NewFromDescr(
-        py,
-        ty,
-        descr,
-        nd,
-        d.as_mut_ptr(),
-        st_ptr,
-        ptr,
-        flags,
-        std::ptr::null_mut(),
-    );
+    let (dp, null) = (d.as_mut_ptr(), std::ptr::null_mut());
+    let raw = PY_ARRAY_API.PyArray_NewFromDescr(py, ty, descr, nd, dp, st_ptr, ptr, flags, null);
     if raw.is_null() {
         return Err(PyErr::fetch(py));
     }
@@ -426,17 +397,13 @@ unsafe fn new_array<'py>(
 }
 
 /// A fresh, uninitialised C-contiguous array.
-pub fn fresh<'py>(
-    py: Python<'py>, dt: DType, dims: &[usize],
-) -> PyResult<Bound<'py, PyUntypedArray>> {
+pub fn fresh<'py>(py: Python<'py>, dt: DType, dims: &[usize]) -> PyResult<Arr<'py>> {
     // SAFETY: no external data; NumPy allocates.
     unsafe { new_array(py, dt, dims, None) }
 }
 
 /// A fresh array holding a copy of `data` (`dims` of `dt`, exactly its size).
-pub fn copy_of<'py>(
-    py: Python<'py>, dt: DType, dims: &[usize], data: &[u8],
-) -> PyResult<Bound<'py, PyUntypedArray>> {
+pub fn copy_of<'py>(py: Python<'py>, dt: DType, dims: &[usize], data: &[u8]) -> PyResult<Arr<'py>> {
     let a = fresh(py, dt, dims)?;
     // SAFETY: a fresh array of exactly this size, owned here.
     unsafe { bytes_mut(&a).copy_from_slice(data) };
@@ -444,9 +411,7 @@ pub fn copy_of<'py>(
 }
 
 /// A read-only zero-copy view of a stored column that keeps `base` (the buffer) alive.
-pub fn view<'py>(
-    py: Python<'py>, v: &ColumnView, base: &Any<'py>,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
+pub fn view<'py>(py: Python<'py>, v: &ColumnView, base: &Any<'py>) -> PyResult<Arr<'py>> {
     // SAFETY: the core's views address memory allocated once and never reallocated or freed
     // while the buffer (`base`, kept alive by the view) exists; every element lies inside it.
     unsafe { new_array(py, v.dtype, &v.shape, Some((v.ptr, &v.strides, base))) }
@@ -457,7 +422,7 @@ pub fn view<'py>(
 /// # Safety
 /// The array must be C-contiguous and writable, and stay alive and unaliased while the slice is
 /// used.
-pub unsafe fn bytes_mut<'a>(a: &Bound<'_, PyUntypedArray>) -> &'a mut [u8] {
+pub unsafe fn bytes_mut<'a>(a: &Arr<'_>) -> &'a mut [u8] {
     let n = a.shape().iter().product::<usize>() * a.dtype().itemsize();
     std::slice::from_raw_parts_mut((*a.as_array_ptr()).data as *mut u8, n)
 }
@@ -467,7 +432,7 @@ pub fn vec_array<'py, T: numpy::Element>(py: Python<'py>, v: Vec<T>) -> Any<'py>
 }
 
 /// What the core checks of an output array, read from its header.
-pub fn header<'a>(a: &'a Bound<'_, PyUntypedArray>) -> OutArray<'a> {
+pub fn header<'a>(a: &'a Arr<'_>) -> OutArray<'a> {
     let d = a.dtype();
     let dtype = match DType::from_kind(d.kind(), d.itemsize()) {
         Some(dt) if d.is_native_byteorder() != Some(false) => Ok(dt),

@@ -31,18 +31,6 @@ impl From<PyErr> for Error {
     }
 }
 
-impl From<pyo3::CastError<'_, '_>> for Error {
-    fn from(e: pyo3::CastError<'_, '_>) -> Self {
-        Error::Py(e.into())
-    }
-}
-
-impl From<pyo3::CastIntoError<'_>> for Error {
-    fn from(e: pyo3::CastIntoError<'_>) -> Self {
-        Error::Py(e.into())
-    }
-}
-
 /// The class of `rlcore.errors` that a core error raises.
 fn class_name(e: &CoreError) -> &'static str {
     match e {
