@@ -1,17 +1,26 @@
-"""rlcore's TD3+BC, IQL and CQL side by side with d3rlpy's on small locally generated datasets.
+"""rlcore's TD3+BC, IQL and CQL side by side with d3rlpy's on locally generated datasets.
 
-Three subcommands, each one command (datasets are generated, never committed)::
+Two subcommands, each one command; the datasets and their ``references.json`` (env, files,
+reference returns) come from ``benches/offline_datasets.py`` (generated, never committed)::
 
-    python benches/offline_d3rlpy.py datasets --out data/offline      # SAC on Pendulum-v1 -> D4RL files
+    python benches/offline_datasets.py --env Pendulum-v1 --out data/offline --env-steps 8000
     python benches/offline_d3rlpy.py speed --data data/offline        # gradient steps/s, one process
     python benches/offline_d3rlpy.py scores --data data/offline --seeds 0 1 --steps 5000
 
-``datasets`` trains SAC (lr 1e-3, rlcore) on Pendulum-v1 for ``--env-steps``; the first time after
-``--medium-at`` env steps that its deterministic policy returns ``--medium-return`` or more (3
-episodes, checked every 250 env steps) it keeps a copy of the policy. It writes ``pendulum-medium.hdf5`` (``--episodes``
-episodes of that policy, sampled actions), ``pendulum-medium-replay.hdf5`` (the replay buffer up to
-then, with next_observations) and ``references.json`` (the mean return of a uniform random policy and
-of the final SAC policy, deterministic: D4RL's random and expert reference returns here).
+    python benches/offline_datasets.py --env Hopper-v5 --out data/offline/hopper --medium-return 1300
+    python benches/offline_d3rlpy.py speed --data data/offline/hopper --rounds 5
+
+d3rlpy 2.8.1 pins gymnasium 1.0.0 (rlcore's environment has a newer one), so it runs from a venv
+of its own, with rlcore's extension and Python package taken from the checkout::
+
+    python -m venv /work/runs/venv-d3rlpy      # with the Python of rlcore's venv (3.11)
+    /work/runs/venv-d3rlpy/bin/pip install d3rlpy==2.8.1 torch==2.15.0 numpy==2.4.6 scipy==1.17.1 \
+        h5py==3.16.0 mujoco==3.11.0 imageio==2.38.2 tqdm==4.70.1 rich==15.0.0 matplotlib==3.11.2 \
+        tensorboard==2.21.0
+    PYTHONPATH=python /work/runs/venv-d3rlpy/bin/python benches/offline_d3rlpy.py speed --data ...
+
+(the versions are those of rlcore's venv, so both libraries run on the same torch and numpy;
+gymnasium 1.0.0's MuJoCo envs also import imageio).
 
 ``speed`` builds each algorithm in both libraries on one dataset and times them in alternating
 blocks of ``--block`` gradient steps (``--rounds`` rounds, the order swapped every round), in one
@@ -20,7 +29,7 @@ update, so the buffer's share is included. Ratios are medians of per-round ratio
 
 ``scores`` trains each algorithm of each library on each dataset for ``--steps`` gradient steps per
 seed (the same loop for both: draw a batch, update) and evaluates the deterministic policy for 10
-episodes of Pendulum-v1 with the same reset seeds; it prints the D4RL normalised scores.
+episodes of the datasets' env with the same reset seeds; it prints the D4RL normalised scores.
 
 d3rlpy is used with its defaults and, as its MuJoCo reproduction scripts do, a standard observation
 scaler for TD3+BC and a return-based reward scaler (x1000) for IQL. d3rlpy's CQL default is the
@@ -30,7 +39,6 @@ Not part of the test suite."""
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import statistics
 import time
@@ -44,102 +52,36 @@ import rlcore
 import torch
 from rlcore.algos.cql import CQL, CQLConfig
 from rlcore.algos.iql import IQL, IQLConfig, iql_reward_scale
-from rlcore.algos.sac import SAC, SACConfig
 from rlcore.algos.td3bc import TD3BC, TD3BCConfig
 from rlcore.buffers.draws import DatasetDraws
-from rlcore.datasets import load_d4rl, normalized_score, read_d4rl, write_d4rl
-from rlcore.trainers.off_policy import OffPolicyTrainer, OffPolicyTrainerConfig
+from rlcore.datasets import load_d4rl, normalized_score, read_d4rl
 
-ENV = "Pendulum-v1"
-DATASETS = ("pendulum-medium", "pendulum-medium-replay")
 ALGOS = ("td3bc", "iql", "cql")
 
 
-# -- datasets ---------------------------------------------------------------------------------------
+# -- the datasets and their env --------------------------------------------------------------------
 
 
-def _rollouts(policy: Any, episodes: int, seed: int) -> dict[str, np.ndarray]:
-    env = gym.make(ENV)
-    rows: dict[str, list[Any]] = {k: [] for k in ("obs", "act", "rew", "term", "trunc", "obs_next")}
+def references(data: Path) -> dict[str, Any]:
+    """``DATA/references.json`` of ``benches/offline_datasets.py``: the env, the files, the reference returns."""
+    return json.loads((data / "references.json").read_text())
+
+
+def dataset_names(refs: dict[str, Any]) -> list[str]:
+    """The files of a references.json (``hopper-medium``, ...; older Pendulum ones: the two of then)."""
+    return list(refs.get("files", ("pendulum-medium", "pendulum-medium-replay")))
+
+
+def _mean_return(env_id: str, policy: Any, episodes: int, seed: int) -> float:
+    env = gym.make(env_id)
+    total = 0.0
     for k in range(episodes):
         obs, _ = env.reset(seed=seed + k)
         done = False
         while not done:
-            act = np.asarray(policy(obs[None]))[0]
-            nxt, rew, term, trunc, _ = env.step(act)
-            for key, v in zip(rows, (obs, act, rew, term, trunc, nxt), strict=True):
-                rows[key].append(v)
-            obs, done = nxt, term or trunc
-    return {k: np.asarray(v) for k, v in rows.items()}
-
-
-def _mean_return(policy: Any, episodes: int, seed: int) -> float:
-    a = _rollouts(policy, episodes, seed)
-    return float(a["rew"].sum() / episodes)
-
-
-def datasets_command(args: argparse.Namespace) -> None:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make(ENV)])
-    space = envs.single_observation_space, envs.single_action_space
-    sac = SAC.from_spaces(
-        *space, SACConfig(actor_lr=1e-3, critic_lr=1e-3, alpha_lr=1e-3, seed=0), device="cpu"
-    )
-    buffer = rlcore.ReplayBuffer.from_spaces(*space, capacity=args.env_steps + 1000, seed=0)
-    config = OffPolicyTrainerConfig(max_env_steps=args.env_steps, warmup_env_steps=1000, seed=0)
-    medium: Any = None
-    medium_at = 0
-    rows = np.zeros(0, np.int64)
-    for stats in OffPolicyTrainer(sac, buffer, envs, config=config):
-        due = stats.env_steps >= args.medium_at and stats.env_steps % 250 == 0
-        if (
-            medium is None
-            and due
-            and _mean_return(lambda o: sac.act(o, deterministic=True), 3, 9_000) >= args.medium_return
-        ):
-            medium, medium_at = copy.deepcopy(sac), stats.env_steps
-            rows = np.flatnonzero(np.asarray(buffer.is_transition(np.arange(buffer.capacity))))
-            b = buffer.sample_at(rows)
-            write_d4rl(
-                out / "pendulum-medium-replay.hdf5",
-                obs=b.obs,
-                act=b.act,
-                rew=b.rew,
-                terminated=b.terminated,
-                truncated=b.truncated,
-                obs_next=b.obs_next,
-            )
-    a = _rollouts(lambda o: medium.act(o, deterministic=False), args.episodes, seed=1_000)
-    write_d4rl(
-        out / "pendulum-medium.hdf5",
-        obs=a["obs"],
-        act=a["act"],
-        rew=a["rew"],
-        terminated=a["term"],
-        truncated=a["trunc"],
-    )
-    space_act = envs.single_action_space
-    rng = np.random.default_rng(0)
-    random_ret = _mean_return(
-        lambda o: rng.uniform(space_act.low, space_act.high, (1, *space_act.shape)), 20, 5_000
-    )
-    expert_ret = _mean_return(lambda o: sac.act(o, deterministic=True), 20, 5_000)
-    medium_ret = _mean_return(lambda o: medium.act(o, deterministic=True), 20, 5_000)
-    refs = {
-        "env": ENV,
-        "random_return": random_ret,
-        "expert_return": expert_ret,
-        "medium_policy_return": medium_ret,
-        "medium_dataset_return": float(a["rew"].sum() / args.episodes),
-        "medium_replay_transitions": int(rows.size),
-        "sac_env_steps": args.env_steps,
-        "medium_at_env_steps": medium_at,
-    }
-    (out / "references.json").write_text(json.dumps(refs, indent=2))
-    print(json.dumps(refs, indent=2))
+            obs, rew, term, trunc, _ = env.step(np.asarray(policy(obs[None]))[0])
+            total, done = total + float(rew), term or trunc
+    return total / episodes
 
 
 # -- the two libraries ------------------------------------------------------------------------------
@@ -152,20 +94,20 @@ def _d3rlpy() -> Any:
     return d3rlpy
 
 
-def _spaces() -> tuple[gym.Space, gym.spaces.Box]:
-    env = gym.make(ENV)
+def _spaces(env_id: str) -> tuple[gym.Space, gym.spaces.Box]:
+    env = gym.make(env_id)
     return env.observation_space, env.action_space
 
 
 class RlcoreLearner:
     """rlcore: a buffer from the D4RL file, draws with the trainer's generator, ``update``."""
 
-    def __init__(self, algo: str, path: Path, seed: int, steps: int) -> None:
+    def __init__(self, algo: str, path: Path, env_id: str, seed: int, steps: int) -> None:
         self.buffer = load_d4rl(
             path, make_buffer=lambda rows: rlcore.ReplayBuffer(rows, seed=seed), progress=False
         )
         self.draws = DatasetDraws(self.buffer, seed)
-        obs_space, act_space = _spaces()
+        obs_space, act_space = _spaces(env_id)
         if algo == "td3bc":
             self.algo: Any = TD3BC.from_spaces(obs_space, act_space, TD3BCConfig(seed=seed), device="cpu")
             self.algo.fit_obs(np.asarray(read_d4rl(path).obs))
@@ -194,7 +136,8 @@ def _episode_returns(rew: np.ndarray, ends: np.ndarray) -> np.ndarray:
 class D3rlpyLearner:
     """d3rlpy: an MDPDataset from the same file, ``sample_transition_batch`` and ``update`` (its fit loop)."""
 
-    def __init__(self, algo: str, path: Path, seed: int, steps: int) -> None:
+    def __init__(self, algo: str, path: Path, env_id: str, seed: int, steps: int) -> None:
+        del env_id  # d3rlpy reads the spaces from the dataset
         d3rlpy = _d3rlpy()
         d3rlpy.seed(seed)
         # d3rlpy's dataset takes D4RL's layout: observations, actions, rewards, terminals, timeouts
@@ -248,8 +191,8 @@ class h5_arrays:  # noqa: N801 - a small context manager
 LEARNERS = {"rlcore": RlcoreLearner, "d3rlpy": D3rlpyLearner}
 
 
-def evaluate(learner: Any, episodes: int = 10) -> float:
-    return _mean_return(learner.act, episodes, seed=20_000)
+def evaluate(learner: Any, env_id: str, episodes: int = 10) -> float:
+    return _mean_return(env_id, learner.act, episodes, seed=20_000)
 
 
 # -- speed and scores -------------------------------------------------------------------------------
@@ -257,10 +200,13 @@ def evaluate(learner: Any, episodes: int = 10) -> float:
 
 def speed_command(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
-    path = Path(args.data) / f"{args.dataset}.hdf5"
-    out: dict[str, Any] = {}
+    refs = references(Path(args.data))
+    dataset = args.dataset or next(n for n in dataset_names(refs) if n.endswith("-medium-replay"))
+    path = Path(args.data) / f"{dataset}.hdf5"
+    print(f"{refs['env']}, {dataset}", flush=True)
+    out: dict[str, Any] = {"env": refs["env"], "dataset": dataset, "block": args.block, "rounds": args.rounds}
     for algo in args.algos:
-        learners = {name: cls(algo, path, 0, 10**6) for name, cls in LEARNERS.items()}
+        learners = {name: cls(algo, path, refs["env"], 0, 10**6) for name, cls in LEARNERS.items()}
         for learner in learners.values():  # warm up
             for _ in range(10):
                 learner.step()
@@ -284,21 +230,21 @@ def speed_command(args: argparse.Namespace) -> None:
 
 def scores_command(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
-    refs = json.loads((Path(args.data) / "references.json").read_text())
+    refs = references(Path(args.data))
     reference = (refs["random_return"], refs["expert_return"])
     results = []
-    for dataset in args.datasets:
+    for dataset in args.datasets or dataset_names(refs):
         path = Path(args.data) / f"{dataset}.hdf5"
         for algo in args.algos:
             steps = args.steps if algo != "cql" else args.cql_steps
             for lib, cls in LEARNERS.items():
                 for seed in args.seeds:
-                    learner = cls(algo, path, seed, steps)
+                    learner = cls(algo, path, refs["env"], seed, steps)
                     t0 = time.perf_counter()
                     for _ in range(steps):
                         learner.step()
                     train_s = time.perf_counter() - t0
-                    ret = evaluate(learner)
+                    ret = evaluate(learner, refs["env"])
                     row = {
                         "dataset": dataset,
                         "algo": algo,
@@ -318,28 +264,22 @@ def scores_command(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("datasets")
-    d.add_argument("--out", default="data/offline")
-    d.add_argument("--env-steps", type=int, default=10_000)
-    d.add_argument("--medium-at", type=int, default=2_000)
-    d.add_argument("--medium-return", type=float, default=-700.0)
-    d.add_argument("--episodes", type=int, default=50)
     s = sub.add_parser("speed")
     s.add_argument("--data", default="data/offline")
-    s.add_argument("--dataset", default="pendulum-medium-replay")
+    s.add_argument("--dataset", help="default: the medium-replay file of references.json")
     s.add_argument("--algos", nargs="+", default=list(ALGOS))
     s.add_argument("--block", type=int, default=20)
     s.add_argument("--rounds", type=int, default=9)
     c = sub.add_parser("scores")
     c.add_argument("--data", default="data/offline")
-    c.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    c.add_argument("--datasets", nargs="+", help="default: every file of references.json")
     c.add_argument("--algos", nargs="+", default=list(ALGOS))
     c.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     c.add_argument("--steps", type=int, default=5_000)
     c.add_argument("--cql-steps", type=int, default=1_000)
     c.add_argument("--json", default=None)
     args = parser.parse_args()
-    {"datasets": datasets_command, "speed": speed_command, "scores": scores_command}[args.command](args)
+    {"speed": speed_command, "scores": scores_command}[args.command](args)
 
 
 if __name__ == "__main__":
