@@ -25,7 +25,8 @@ gymnasium 1.0.0's MuJoCo envs also import imageio).
 ``speed`` builds each algorithm in both libraries on one dataset and times them in alternating
 blocks of ``--block`` gradient steps (``--rounds`` rounds, the order swapped every round), in one
 process and one thread; a gradient step is a batch draw from the library's own buffer plus the
-update, so the buffer's share is included. Ratios are medians of per-round ratios.
+update, so the buffer's share is included. Ratios are medians of per-round ratios, of wall time and
+of the process's CPU time (the fairer figure on a loaded machine).
 
 ``scores`` trains each algorithm of each library on each dataset for ``--steps`` gradient steps per
 seed (the same loop for both: draw a batch, update) and evaluates the deterministic policy for 10
@@ -211,18 +212,24 @@ def speed_command(args: argparse.Namespace) -> None:
             for _ in range(10):
                 learner.step()
         times: dict[str, list[float]] = {name: [] for name in learners}
+        cpu: dict[str, list[float]] = {name: [] for name in learners}
         for r in range(args.rounds):
             order = list(learners) if r % 2 == 0 else list(reversed(learners))
             for name in order:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(args.block):
                     learners[name].step()
                 times[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
         ratios = [d / r for r, d in zip(times["rlcore"], times["d3rlpy"], strict=True)]
+        cpu_ratios = [d / r for r, d in zip(cpu["rlcore"], cpu["d3rlpy"], strict=True)]
         out[algo] = {
             "rlcore_steps_per_s": round(args.block / statistics.median(times["rlcore"]), 1),
             "d3rlpy_steps_per_s": round(args.block / statistics.median(times["d3rlpy"]), 1),
             "rlcore_over_d3rlpy": round(statistics.median(ratios), 3),
+            "rlcore_steps_per_cpu_s": round(args.block / statistics.median(cpu["rlcore"]), 1),
+            "d3rlpy_steps_per_cpu_s": round(args.block / statistics.median(cpu["d3rlpy"]), 1),
+            "rlcore_over_d3rlpy_cpu": round(statistics.median(cpu_ratios), 3),
         }
         print(algo, out[algo], flush=True)
     print(json.dumps(out, indent=2))
