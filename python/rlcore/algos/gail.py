@@ -39,6 +39,10 @@ The rewards of a rollout come from the discriminator *before* this iteration's u
 computed while sampling, through ``reward_fn``); the paper's Algorithm 1 uses the updated one. The
 lag is one iteration of a slowly moving discriminator.
 
+The discriminator, its step, the two reward forms and the absorbing reward are
+:mod:`rlcore.algos.adversarial`'s, shared with the off-policy DAC (:mod:`rlcore.algos.dac`);
+``Discriminator``, ``DiscriminatorStats`` and ``gradient_penalty`` are re-exported here.
+
 Dimension letters: B batch, T time, N envs, O flat observation, A action (one-hot K for ``Discrete``).
 """
 
@@ -51,14 +55,21 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
 
+from rlcore.algos.adversarial import (
+    Discriminator,
+    DiscriminatorStats,
+    absorbing_reward,
+    action_bounds,
+    discriminator_step,
+    expert_absorbing_share,
+    gradient_penalty,
+    learned_reward,
+)
 from rlcore.algos.common import (
     adam,
     check_fields,
     generator_state,
-    gradient_step,
     resolve_device,
     set_generator_state,
     torch_generator,
@@ -66,7 +77,6 @@ from rlcore.algos.common import (
 from rlcore.algos.ppo import PPO, PPOConfig, PPOStats
 from rlcore.batch import Rollout
 from rlcore.buffers.draws import DatasetDraws
-from rlcore.nets import ObsEncoder, mlp
 
 __all__ = ["GAIL", "Discriminator", "DiscriminatorStats", "GAILConfig", "GAILStats", "gradient_penalty"]
 
@@ -109,20 +119,6 @@ class GAILConfig:
 
 
 @dataclass(frozen=True)
-class DiscriminatorStats:
-    """Statistics of the discriminator steps of one iteration."""
-
-    loss: float
-    """Binary cross-entropy (expert label 1, policy label 0), mean over the steps (NaN: no step)."""
-    expert_acc: float
-    """Share of expert pairs with ``D > 0.5`` at the last step."""
-    policy_acc: float
-    """Share of policy pairs with ``D < 0.5`` at the last step."""
-    grad_penalty: float
-    """Gradient penalty before its weight (0 when disabled), mean over the steps."""
-
-
-@dataclass(frozen=True)
 class GAILStats:
     """Statistics of one GAIL iteration: discriminator steps, then the PPO update."""
 
@@ -154,79 +150,6 @@ class GAILStats:
     """Share ``s_pi`` of absorbing pairs among this rollout's pairs (NaN: off)."""
     generator: PPOStats | None = None
     """The full PPO statistics (left out of the flat metric logs)."""
-
-
-class Discriminator(nn.Module):
-    """``logit D(s, a)``: an MLP on the normalised observation and the encoded action.
-
-    Actions are one-hot for ``Discrete(K)`` and rescaled to ``[-1, 1]`` for a bounded ``Box``.
-    The observation normaliser is fitted once, on the expert's observations (:meth:`fit_obs`).
-
-    Args:
-        observation_space: single-env ``Box`` (or ``Dict`` of ``Box``) space.
-        action_space: ``Discrete`` or bounded ``Box``.
-        hidden: hidden widths.
-
-    Raises:
-        ValueError: another action space, or an unbounded ``Box``.
-    """
-
-    act_scale: torch.Tensor
-    act_bias: torch.Tensor
-
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, hidden: Sequence[int]) -> None:
-        super().__init__()
-        self.encoder = ObsEncoder(observation_space, normalize=True)
-        if isinstance(action_space, gym.spaces.Discrete):
-            self.n_actions: int | None = int(action_space.n)
-            act_dim = self.n_actions
-            scale, bias = torch.ones(1), torch.zeros(1)
-        elif isinstance(action_space, gym.spaces.Box):
-            low = np.asarray(action_space.low, np.float32).reshape(-1)
-            high = np.asarray(action_space.high, np.float32).reshape(-1)
-            if not (np.isfinite(low).all() and np.isfinite(high).all()):
-                raise ValueError("the discriminator needs a bounded Box action space")
-            self.n_actions = None
-            act_dim = low.size
-            scale, bias = torch.from_numpy((high - low) / 2), torch.from_numpy((high + low) / 2)
-        else:
-            raise ValueError(f"GAIL supports Discrete or Box action spaces, got {action_space}")
-        self.register_buffer("act_scale", scale)
-        self.register_buffer("act_bias", bias)
-        self.net = mlp(self.encoder.dim + act_dim, 1, hidden, activation=nn.Tanh)
-
-    @torch.no_grad()
-    def fit_obs(self, obs: torch.Tensor | Mapping[str, torch.Tensor]) -> None:
-        """Set the observation normaliser's statistics from expert observations ``[B, *O]``."""
-        self.encoder.update(obs)
-
-    def features(self, obs: torch.Tensor | Mapping[str, torch.Tensor], act: torch.Tensor) -> torch.Tensor:
-        """Input ``x`` float32 ``[B, O + A]`` of the MLP from obs ``[B, *O]`` and act (int ``[B]`` or ``[B, A]``)."""
-        x_BO = self.encoder(obs)
-        if self.n_actions is not None:
-            a_BA = F.one_hot(act.reshape(-1).long(), self.n_actions).float()
-        else:
-            a_BA = (act.reshape(x_BO.shape[0], -1).float() - self.act_bias) / self.act_scale
-        return torch.cat([x_BO, a_BA], dim=-1)
-
-    def logit(self, x_BX: torch.Tensor) -> torch.Tensor:
-        """``logit D`` float32 ``[B]`` of features from :meth:`features`."""
-        return self.net(x_BX).squeeze(-1)
-
-
-def gradient_penalty(
-    disc: Discriminator,
-    x_expert_BX: torch.Tensor,
-    x_policy_BX: torch.Tensor,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """``E[(||grad_x logit D(x_hat)||_2 - 1)^2]`` at ``x_hat = u x_E + (1 - u) x_pi``, ``u ~ U(0, 1)``
-    per row drawn from ``generator`` (``None``: torch's global one) (Gulrajani et al. 2017, eq. 3);
-    a scalar tensor with a graph."""
-    u_B1 = torch.rand(x_expert_BX.shape[0], 1, device=x_expert_BX.device, generator=generator)
-    x_hat = (u_B1 * x_expert_BX + (1 - u_B1) * x_policy_BX).requires_grad_(True)
-    (grad,) = torch.autograd.grad(disc.logit(x_hat).sum(), x_hat, create_graph=True)
-    return ((grad.norm(dim=-1) - 1.0) ** 2).mean()
 
 
 class GAIL:
@@ -273,9 +196,7 @@ class GAIL:
         self.torch_rng = torch_generator(config.seed, self.device, stream=2)
         # expert pairs come from GAIL's own stream, not the expert buffer's: checkpoints hold it
         self.expert_draws = DatasetDraws(expert, None if config.seed is None else (config.seed, 3))
-        self._clip: tuple[np.ndarray, np.ndarray] | None = None
-        if isinstance(action_space, gym.spaces.Box):
-            self._clip = (action_space.low.astype(np.float32), action_space.high.astype(np.float32))
+        self._clip = action_bounds(action_space)
         self.expert_absorbing_share = float("nan")
         """``s_E``: terminated expert episodes / (expert transitions + terminated episodes)."""
         if config.absorbing:
@@ -283,8 +204,7 @@ class GAIL:
                 raise ValueError("config.absorbing needs an expert buffer with a `terminated` array")
             if generator.config.gamma >= 1.0:
                 raise ValueError("config.absorbing needs a generator gamma < 1 (V(s_a) = r_a / (1 - gamma))")
-            n_term = int(np.count_nonzero(np.asarray(expert.terminated)))
-            self.expert_absorbing_share = n_term / (len(expert) + n_term)
+            self.expert_absorbing_share = expert_absorbing_share(expert)
         # Normalise the discriminator's observations with the expert's statistics (one big sample).
         sample = self.expert_draws.sample(min(len(expert), 20_000))
         self.discriminator.fit_obs(torch.as_tensor(np.asarray(sample.obs), device=self.device))
@@ -346,8 +266,7 @@ class GAIL:
             torch.as_tensor(np.asarray(obs), device=self.device),
             torch.as_tensor(self._clip_act(np.asarray(act)), device=self.device),
         )
-        logit_B = self.discriminator.logit(x_BX)
-        r_B = F.softplus(logit_B) if self.config.reward == "softplus" else logit_B
+        r_B = learned_reward(self.discriminator.logit(x_BX), self.config.reward)
         return r_B.float().cpu().numpy()
 
     def absorbing_reward(self, policy_share: float) -> float:
@@ -359,9 +278,7 @@ class GAIL:
         """
         if not self.config.absorbing:
             raise ValueError("absorbing states are off (GAILConfig.absorbing=False)")
-        s_e = max(self.expert_absorbing_share, 1e-12)
-        logit = float(np.clip(np.log(s_e) - np.log(policy_share), -10.0, 10.0))
-        return float(np.logaddexp(0.0, logit)) if self.config.reward == "softplus" else logit
+        return absorbing_reward(self.expert_absorbing_share, policy_share, self.config.reward)
 
     def add_absorbing_value(self, rollout: Rollout) -> tuple[float, float]:
         """Add ``gamma r_a / (1 - gamma)`` to ``rollout.rew`` in place at its terminated rows.
@@ -395,7 +312,7 @@ class GAIL:
         n_policy = obs_PO.shape[0]
         d = self.discriminator
         losses, gps = [], []
-        acc_e = acc_p = float("nan")
+        step: DiscriminatorStats | None = None
         for _ in range(c.disc_updates if n_policy else 0):
             idx = self.rng.integers(0, n_policy, size=min(c.disc_batch_size, n_policy))
             expert = self.expert_draws.sample(len(idx))
@@ -407,24 +324,16 @@ class GAIL:
                 torch.as_tensor(obs_PO[idx], device=self.device),
                 torch.as_tensor(act_PA[idx], device=self.device),
             )
-            logit_e, logit_p = d.logit(x_e), d.logit(x_p)
-            loss = F.binary_cross_entropy_with_logits(
-                logit_e, torch.ones_like(logit_e)
-            ) + F.binary_cross_entropy_with_logits(logit_p, torch.zeros_like(logit_p))
-            gp = torch.zeros((), device=self.device)
-            if c.grad_penalty > 0:
-                gp = gradient_penalty(d, x_e.detach(), x_p.detach(), self.torch_rng)
-                loss = loss + c.grad_penalty * gp
-            gradient_step(self.optimizer, loss, d.parameters(), None)
-            losses.append(loss.item())
-            gps.append(gp.item())
-            acc_e = (logit_e > 0).float().mean().item()
-            acc_p = (logit_p < 0).float().mean().item()
+            step = discriminator_step(
+                d, self.optimizer, x_e, x_p, grad_penalty=c.grad_penalty, generator=self.torch_rng
+            )
+            losses.append(step.loss)
+            gps.append(step.grad_penalty)
         nan = float("nan")
         return DiscriminatorStats(
             loss=float(np.mean(losses)) if losses else nan,
-            expert_acc=acc_e,
-            policy_acc=acc_p,
+            expert_acc=step.expert_acc if step is not None else nan,
+            policy_acc=step.policy_acc if step is not None else nan,
             grad_penalty=float(np.mean(gps)) if gps else nan,
         )
 
