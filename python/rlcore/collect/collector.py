@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlcore.envs.backends import VecBackend
-from rlcore.envs.stepping import EnvStepper, Episode, collect_stats
+from rlcore.envs.stepping import Episode, SteppedEnvs, collect_stats
 from rlcore.errors import ApiUsageError, InvalidValueError
 from rlcore.stats import CollectStats
 from rlcore.types import Policy, RewardFn, StatefulPolicy
@@ -38,7 +38,7 @@ from rlcore.types import Policy, RewardFn, StatefulPolicy
 __all__ = ["Collector"]
 
 
-class Collector:
+class Collector(SteppedEnvs):
     """Runs a vector env with a policy and writes each vector step into a buffer in one ``add`` call.
 
     Args:
@@ -63,40 +63,21 @@ class Collector:
         *,
         reward_fn: RewardFn | None = None,
     ) -> None:
-        self.envs = envs
+        super().__init__(envs, reward_fn=reward_fn)
         self.buffer = buffer
-        self.reward_fn = reward_fn
-        self.stepper = EnvStepper(envs)
-        self.num_envs = self.stepper.num_envs
-        self.autoreset_mode = self.stepper.autoreset_mode
         self.action_space = self.stepper.action_space
-
-    @property
-    def obs(self) -> Any:
-        """The observation the next step starts from (own copy; ``None`` before :meth:`reset`)."""
-        return self.stepper.obs
 
     @property
     def env_steps(self) -> int:
         """Transitions written since construction."""
         return self.stepper.env_steps
 
-    @property
-    def episodes(self) -> int:
-        """Episodes finished since construction."""
-        return self.stepper.episodes
-
-    @property
-    def needs_reset(self) -> bool:
-        """True until :meth:`reset` was called once."""
-        return self.stepper.needs_reset
-
     def reset(self, *, seed: int | None = None) -> None:
         """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and the action-space sampler.
 
         The envs reset concurrently on ``AsyncVectorEnv`` and EnvPool (N resets cost about one),
         one after another on ``SyncVectorEnv``."""
-        self.stepper.reset(seed=seed)
+        super().reset(seed=seed)
         if seed is not None:
             self.action_space.seed(seed)
 

@@ -46,7 +46,7 @@ from gymnasium.vector import AutoresetMode
 
 from rlcore.batch import Rollout
 from rlcore.envs.backends import VecBackend
-from rlcore.envs.stepping import EnvStepper, Episode, collect_stats
+from rlcore.envs.stepping import Episode, SteppedEnvs, collect_stats
 from rlcore.errors import ApiUsageError, InvalidValueError
 from rlcore.stats import CollectStats
 from rlcore.types import ActorCriticPolicy, RewardFn
@@ -54,7 +54,7 @@ from rlcore.types import ActorCriticPolicy, RewardFn
 __all__ = ["RolloutSampler"]
 
 
-class RolloutSampler:
+class RolloutSampler(SteppedEnvs):
     """Steps a vector env with an :class:`ActorCriticPolicy` for ``T`` vector steps.
 
     The sampler's stepper owns the env's current observations between calls (its own copy, so envs
@@ -80,21 +80,12 @@ class RolloutSampler:
                 "RolloutSampler needs array observations; wrap dict envs with "
                 "gymnasium.wrappers.vector.FlattenObservation"
             )
-        self.envs = envs
-        self.reward_fn = reward_fn
-        self.stepper = EnvStepper(envs)
-        self.num_envs = self.stepper.num_envs
+        super().__init__(envs, reward_fn=reward_fn)
         self._async = _AsyncRows(self.num_envs) if not self.stepper.lock_step else None
-        self.autoreset_mode = self.stepper.autoreset_mode
         space = envs.single_action_space
         self._clip: tuple[np.ndarray, np.ndarray] | None = None
         if isinstance(space, gym.spaces.Box):
             self._clip = (space.low.astype(np.float32), space.high.astype(np.float32))
-
-    @property
-    def obs(self) -> np.ndarray | None:
-        """The observations the next rollout starts from (own copy; ``None`` before :meth:`reset`)."""
-        return self.stepper.obs
 
     @property
     def env_steps(self) -> int:
@@ -107,20 +98,10 @@ class RolloutSampler:
             return 0
         return sum(row.valid for rows in self._async.carry for row in rows)
 
-    @property
-    def episodes(self) -> int:
-        """Episodes finished since construction."""
-        return self.stepper.episodes
-
-    @property
-    def needs_reset(self) -> bool:
-        """True until :meth:`reset` was called once."""
-        return self.stepper.needs_reset
-
     def reset(self, *, seed: int | None = None) -> None:
         """Reset all sub-envs (seeded with ``seed, seed+1, ...``) and forget partial episodes
         (and, with asynchronous envs, the rows carried over and the actions in flight)."""
-        self.stepper.reset(seed=seed)
+        super().reset(seed=seed)
         if self._async is not None:
             self._async = _AsyncRows(self.num_envs)
 

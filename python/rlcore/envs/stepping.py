@@ -53,9 +53,11 @@ from gymnasium.vector import AutoresetMode
 from rlcore.envs.backends import VecBackend, as_backend
 from rlcore.errors import ApiUsageError, CheckpointError
 from rlcore.stats import CollectStats
+from rlcore.types import RewardFn
 
 __all__ = [
     "EnvStepper",
+    "SteppedEnvs",
     "EnvsResetWarning",
     "Episode",
     "Step",
@@ -472,3 +474,43 @@ class EnvStepper:
         )
         self.reset(seed=seed)
         return False
+
+
+class SteppedEnvs:
+    """What the :class:`~rlcore.collect.collector.Collector` and the
+    :class:`~rlcore.collect.sampler.RolloutSampler` share: an :class:`EnvStepper` over ``envs``,
+    the optional learned reward ``reward_fn(obs, act, obs_next, rew) -> rew``, and the stepper's
+    counters and reset, read through.
+
+    Args:
+        envs: a gymnasium ``VectorEnv`` or a :class:`~rlcore.envs.backends.VecBackend`.
+        reward_fn: stored (or put in the rollout) instead of the env reward when given.
+    """
+
+    def __init__(self, envs: gym.vector.VectorEnv | VecBackend, *, reward_fn: RewardFn | None = None) -> None:
+        self.envs = envs
+        self.reward_fn = reward_fn
+        self.stepper = EnvStepper(envs)
+        self.num_envs = self.stepper.num_envs
+        self.autoreset_mode = self.stepper.autoreset_mode
+
+    @property
+    def obs(self) -> Any:
+        """The observation the next step starts from (the stepper's own copy; ``None`` before
+        :meth:`reset`)."""
+        return self.stepper.obs
+
+    @property
+    def episodes(self) -> int:
+        """Episodes finished since construction."""
+        return self.stepper.episodes
+
+    @property
+    def needs_reset(self) -> bool:
+        """True until :meth:`reset` was called once."""
+        return self.stepper.needs_reset
+
+    def reset(self, *, seed: int | None = None) -> None:
+        """Reset all sub-envs, seeded with ``seed, seed+1, ...`` (concurrently on
+        ``AsyncVectorEnv`` and EnvPool, one after another on ``SyncVectorEnv``)."""
+        self.stepper.reset(seed=seed)
