@@ -6,6 +6,7 @@
 //! objects it borrows as they are).
 
 use numpy::npyffi::{self, NPY_TYPES};
+use numpy::PyArrayDescrMethods;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat};
 use rlcore_core::{Array, DType, Obs, Steps};
@@ -85,7 +86,7 @@ fn usual_array<'a>(obj: &'a Any<'_>) -> Option<Array<'a>> {
         if a.flags & npyffi::NPY_ARRAY_C_CONTIGUOUS == 0 || d.byteorder as u8 == foreign {
             return None;
         }
-        let dtype = types.dtypes.iter().find(|(n, _)| *n == d.type_num)?.1;
+        let dtype = (*types.dtypes.get(usize::try_from(d.type_num).ok()?)?)?;
         let shape: &'a [usize] = match usize::try_from(a.nd) {
             Ok(0) | Err(_) => &[],
             Ok(nd) => std::slice::from_raw_parts(a.dimensions as *const usize, nd),
@@ -112,45 +113,30 @@ struct NumpyTypes {
     float64: usize,
     float32: usize,
     bool_: usize,
-    dtypes: Vec<(std::ffi::c_int, DType)>,
+    dtypes: [Option<DType>; NPY_TYPES::NPY_DOUBLE as usize + 1],
 }
 
 fn numpy_types(py: Python<'_>) -> &'static NumpyTypes {
     static TYPES: std::sync::OnceLock<NumpyTypes> = std::sync::OnceLock::new();
     TYPES.get_or_init(|| {
         use npyffi::NpyTypes as T;
-        use NPY_TYPES as N;
         // SAFETY: NumPy's C API is loaded on first use, with the interpreter attached.
         let get = |t| unsafe { npyffi::get_type_object(py, t) as usize };
-        let nums = [
-            N::NPY_BOOL,
-            N::NPY_BYTE,
-            N::NPY_UBYTE,
-            N::NPY_SHORT,
-            N::NPY_USHORT,
-            N::NPY_INT,
-            N::NPY_UINT,
-            N::NPY_LONG,
-            N::NPY_ULONG,
-            N::NPY_LONGLONG,
-            N::NPY_ULONGLONG,
-            N::NPY_FLOAT,
-            N::NPY_DOUBLE,
-        ];
-        let dtype_of = |n: NPY_TYPES| {
+        // the builtin type numbers up to NPY_DOUBLE (0 ..= 12: bool, the C integer types, float,
+        // double) are fixed by NumPy's ABI
+        let dtype_of = |n: std::ffi::c_int| {
             // SAFETY: a new reference to the builtin descriptor of a builtin type number.
-            let d = unsafe { npyffi::PY_ARRAY_API.PyArray_DescrFromType(py, n as _) };
-            let d = unsafe { Bound::from_owned_ptr(py, d as *mut pyo3::ffi::PyObject) };
+            let d = unsafe { npyffi::PY_ARRAY_API.PyArray_DescrFromType(py, n) } as *mut _;
+            let d = unsafe { Bound::from_owned_ptr_or_opt(py, d) }?;
             let d = d.cast_into::<numpy::PyArrayDescr>().ok()?;
-            use numpy::PyArrayDescrMethods;
-            Some((n as std::ffi::c_int, DType::from_kind(d.kind(), d.itemsize())?))
+            DType::from_kind(d.kind(), d.itemsize())
         };
         NumpyTypes {
             ndarray: get(T::PyArray_Type),
             float64: get(T::PyDoubleArrType_Type),
             float32: get(T::PyFloatArrType_Type),
             bool_: get(T::PyBoolArrType_Type),
-            dtypes: nums.into_iter().filter_map(dtype_of).collect(),
+            dtypes: std::array::from_fn(|n| dtype_of(n as std::ffi::c_int)),
         }
     })
 }
