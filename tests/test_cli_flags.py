@@ -74,7 +74,7 @@ def test_flags_that_need_another_flag(extra: list[str], message: str, capsys: py
     assert err.startswith("rlcore: error: ") and message in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("algo", ["bc", "gail"])
+@pytest.mark.parametrize("algo", ["bc", "gail", "dac"])
 def test_imitation_needs_an_expert(algo: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "--algo", algo, "--env", "CartPole-v1"]) == 2
     assert "needs --expert PATH" in capsys.readouterr().err

@@ -273,7 +273,9 @@ def _build(
     if name == "gail":  # the generator (a PPO) acts; the discriminator is for training only
         config = _config(algos.PPOConfig, info["ppo_config"])
         return algos.PPO.from_spaces(obs_space, act_space, config, num_envs=num_envs, device=device)
-    raise ValueError(f"unknown algorithm {name!r} (rlcore train's algorithms: dqn ... ppo, r2d2, bc, gail)")
+    if name == "dac":  # the generator (a SAC) acts; the discriminator is for training only
+        return algos.SAC.from_spaces(obs_space, act_space, _config(algos.SACConfig, info["sac_config"]), device=device)
+    raise ValueError(f"unknown algorithm {name!r} (rlcore train's algorithms: dqn ... ppo, r2d2, bc, gail, dac)")
 
 
 def load_policy(source: str | Path, *, device: str = "cpu") -> TrainedPolicy:
@@ -317,7 +319,7 @@ def load_policy(source: str | Path, *, device: str = "cpu") -> TrainedPolicy:
     obs_space, act_space = envs.single_observation_space, envs.single_action_space
     envs.close()
     algorithm = _build(name, info, obs_space, act_space, resolve_device(device))
-    if name == "gail":
+    if name in ("gail", "dac"):  # the generator's state
         state = state["generator"]
     try:
         algorithm.load_state_dict(state)
@@ -345,7 +347,7 @@ def _acting_modules(algorithm: Any) -> dict[str, Any]:
 
 def _portable(info: Mapping[str, Any]) -> dict[str, Any]:
     """What a policy file keeps of a run's ``config.json``: enough to rebuild the networks."""
-    keys = ("algo_config", "ppo_config", "num_envs")
+    keys = ("algo_config", "ppo_config", "sac_config", "num_envs")
     return {
         "args": {"algo": info["args"]["algo"], "env": info["args"]["env"]},
         **{k: info[k] for k in keys if k in info},

@@ -1,5 +1,5 @@
 """Settings known to learn on each environment family: the defaults of ``rlcore train``, of the
-examples and of GAIL (:func:`gail_settings`). Typed data: each preset holds the algorithms' own
+examples, of GAIL (:func:`gail_settings`) and of DAC (:func:`dac_settings`). Typed data: each preset holds the algorithms' own
 config objects and a trainer config, checked when the preset is built; the CLI overrides them
 field by field (``dataclasses.replace``) with its flags and the run's seed and length."""
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlcore.algos.a2c import A2CConfig
+from rlcore.algos.dac import DACConfig
 from rlcore.algos.ddpg import DDPGConfig
 from rlcore.algos.dqn import DQNConfig
 from rlcore.algos.gail import GAILConfig
@@ -28,10 +29,12 @@ __all__ = [
     "ATARI_CAPACITY",
     "MUJOCO_ENVS",
     "AlgoConfig",
+    "DACSettings",
     "GAILSettings",
     "OffPolicyPreset",
     "OnPolicyPreset",
     "atari_replay_buffer",
+    "dac_settings",
     "gail_settings",
     "on_policy_preset_for",
     "preset_for",
@@ -370,3 +373,61 @@ def gail_settings(
         seed=seed,
     )
     return GAILSettings(gail=gail, ppo=ppo, trainer=trainer, num_envs=num_envs)
+
+
+@dataclass(frozen=True)
+class DACSettings:
+    """The configs of ``rlcore train --algo dac`` for one env (:func:`dac_settings`)."""
+
+    dac: DACConfig
+    """Discriminator and learned reward."""
+    sac: SACConfig
+    """The SAC generator."""
+    trainer: OffPolicyTrainerConfig
+    """The schedule: env-step budget, warm-up, updates per env step, batch, evaluation (n_step 1)."""
+    num_envs: int
+    """Training envs."""
+    capacity: int
+    """Replay capacity in rows."""
+
+
+def dac_settings(
+    env_id: str,
+    *,
+    steps: int | None = None,
+    num_envs: int | None = None,
+    seed: int = 0,
+) -> DACSettings:
+    """Defaults of ``rlcore train --algo dac --env ENV_ID``: the SAC generator and the schedule of
+    the env's ``rlcore train --algo sac`` preset (:func:`preset_for`; on MuJoCo envs Tianshou's
+    MuJoCo SAC settings: 10k random warm-up steps, one update of batch 256 per env step, 10
+    evaluation episodes every 5k env steps), 1-step batches, and the discriminator of
+    :class:`~rlcore.algos.dac.DACConfig` (the paper's code's defaults; one 256-pair step per
+    gradient step) with absorbing states on MuJoCo envs, whose episodes end by falling.
+
+    Args:
+        env_id: gymnasium id.
+        steps: env-step budget (default: 300k on MuJoCo envs, 30k on Pendulum, else the SAC
+            preset's).
+        num_envs: training envs (default: the SAC preset's).
+        seed: seed of the generator, the discriminator's draws and the trainer.
+    """
+    preset = preset_for(env_id, her=False)
+    mujoco = env_id.startswith(MUJOCO_ENVS)
+    if steps is None:
+        steps = 300_000 if mujoco else 30_000 if env_id.startswith("Pendulum") else preset.steps
+    num_envs = num_envs or preset.num_envs
+    sac = preset.configs.get("sac") or SACConfig()
+    assert isinstance(sac, SACConfig)
+    trainer = dataclasses.replace(
+        preset.trainer,
+        max_env_steps=steps,
+        n_step=1,  # the reward is relabelled per transition
+        eval_every=max(1, preset.eval_every_env_steps // preset.trainer.collect_env_steps),
+        seed=seed,
+    )
+    dac = DACConfig(disc_batch_size=trainer.batch_size, absorbing=mujoco, seed=seed)
+    capacity = min(preset.capacity, max(steps + 1000 * num_envs, 1000))
+    return DACSettings(
+        dac=dac, sac=dataclasses.replace(sac, seed=seed), trainer=trainer, num_envs=num_envs, capacity=capacity
+    )

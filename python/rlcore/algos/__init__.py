@@ -12,6 +12,9 @@ Offline (on a fixed dataset, with :class:`~rlcore.trainers.OfflineTrainer`): :cl
 On-policy: :class:`VPG`, :class:`A2C`, :class:`PPO`, with ``act_value(obs)``/``value(obs)`` for the
 :class:`~rlcore.collect.sampler.RolloutSampler` and ``update(rollout) -> XStats``; :class:`GAIL`
 (PPO with a learned reward) for imitation.
+
+Imitation off-policy: :class:`DAC` (Discriminator-Actor-Critic: SAC on the learned reward of
+replayed transitions), an off-policy algorithm for the :class:`~rlcore.trainers.OffPolicyTrainer`.
 """
 
 from rlcore.algos.a2c import A2C, A2CConfig, A2CStats
@@ -19,6 +22,7 @@ from rlcore.algos.actor_critic import OnPolicyAlgorithm
 from rlcore.algos.bc import BC, BCConfig, BCStats
 from rlcore.algos.common import OffPolicyAlgorithm
 from rlcore.algos.cql import CQL, CQLConfig, CQLStats
+from rlcore.algos.dac import DAC, DACConfig, DACStats
 from rlcore.algos.ddpg import DDPG, DDPGConfig, DDPGStats
 from rlcore.algos.dqn import DQN, DQNConfig, DQNStats
 from rlcore.algos.gail import GAIL, GAILConfig, GAILStats
@@ -74,4 +78,7 @@ __all__ = [
     "GAIL",
     "GAILConfig",
     "GAILStats",
+    "DAC",
+    "DACConfig",
+    "DACStats",
 ]

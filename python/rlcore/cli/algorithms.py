@@ -53,6 +53,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("ppo", "on-policy", "rlcore.algos.ppo:PPO", "rlcore.algos.ppo:PPOConfig"),
         Algorithm("bc", "offline", "rlcore.algos.bc:BC", "rlcore.algos.bc:BCConfig"),
         Algorithm("gail", "imitation", "rlcore.algos.gail:GAIL", "rlcore.algos.gail:GAILConfig"),
+        Algorithm("dac", "imitation", "rlcore.algos.dac:DAC", "rlcore.algos.dac:DACConfig"),
         # offline RL on --dataset (issue 42, rlcore.cli.offline)
         Algorithm("td3bc", "offline-rl", "rlcore.algos.td3bc:TD3BC", "rlcore.algos.td3bc:TD3BCConfig"),
         Algorithm("iql", "offline-rl", "rlcore.algos.iql:IQL", "rlcore.algos.iql:IQLConfig"),

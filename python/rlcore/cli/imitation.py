@@ -1,7 +1,9 @@
-"""The trainer of ``rlcore train --algo {bc,gail} --expert DATASET``: behaviour cloning on an
+"""The trainer of ``rlcore train --algo {bc,gail,dac} --expert DATASET``: behaviour cloning on an
 :class:`~rlcore.trainers.offline.OfflineTrainer`, GAIL on an
 :class:`~rlcore.trainers.on_policy.OnPolicyTrainer` with its learned reward
-(:func:`rlcore.presets.gail_settings`). The dataset is anything :func:`rlcore.datasets.load_dataset`
+(:func:`rlcore.presets.gail_settings`), DAC on an
+:class:`~rlcore.trainers.off_policy.OffPolicyTrainer` with a replay buffer whose rewards it
+relabels (:func:`rlcore.presets.dac_settings`). The dataset is anything :func:`rlcore.datasets.load_dataset`
 reads: a save of ``rlcore collect-expert`` (``ReplayBuffer.save``), a D4RL-format HDF5 file or a
 local Minari dataset id."""
 
@@ -12,7 +14,7 @@ import dataclasses
 from typing import Any
 
 from rlcore.cli.algorithms import ALGORITHMS
-from rlcore.cli.common import Built, UsageError, _make_envs, torch_device
+from rlcore.cli.common import Built, UsageError, _make_envs, _resumed_capacity, torch_device
 
 __all__ = ["BC_STEPS", "build_imitation"]
 
@@ -21,11 +23,12 @@ BC_STEPS = 20_000
 
 
 def build_imitation(args: argparse.Namespace) -> Built:
-    """The trainer of ``rlcore train --algo {bc,gail} --expert DATASET``. BC: ``--steps`` counts
-    gradient steps (default :data:`BC_STEPS`); GAIL: env steps.
+    """The trainer of ``rlcore train --algo {bc,gail,dac} --expert DATASET``. BC: ``--steps`` counts
+    gradient steps (default :data:`BC_STEPS`); GAIL and DAC: env steps.
 
     Raises:
-        UsageError: the dataset cannot be read, or the device is not usable.
+        UsageError: the dataset cannot be read, the env does not fit DAC (a ``Box`` action space),
+            or the device is not usable.
     """
     import torch
 
@@ -59,6 +62,8 @@ def build_imitation(args: argparse.Namespace) -> Built:
         )
         details["algo_config"] = dataclasses.asdict(algo_config)
         return Built(OfflineTrainer(bc, expert, config=config, eval_envs=eval_envs), details, total=None)
+    if args.algo == "dac":
+        return _build_dac(args, expert, eval_envs, device, details)
     settings = gail_settings(args.env, steps=args.steps, num_envs=args.num_envs, seed=args.seed)
     trainer_config = dataclasses.replace(settings.trainer, checkpoint_every=args.checkpoint_every or None)
     envs = _make_envs(args.env, settings.num_envs)
@@ -68,3 +73,36 @@ def build_imitation(args: argparse.Namespace) -> Built:
     trainer = OnPolicyTrainer(gail, envs, config=trainer_config, eval_envs=eval_envs, reward_fn=gail.reward)
     details |= {"algo_config": dataclasses.asdict(settings.gail), "ppo_config": dataclasses.asdict(settings.ppo)}
     return Built(trainer, details, total=trainer_config.max_env_steps)
+
+
+def _build_dac(args: argparse.Namespace, expert: Any, eval_envs: Any, device: Any, details: dict[str, Any]) -> Built:
+    """DAC on an :class:`~rlcore.trainers.off_policy.OffPolicyTrainer` with a
+    :class:`~rlcore.buffers.replay.ReplayBuffer` (:func:`rlcore.presets.dac_settings`)."""
+    import gymnasium as gym
+
+    import rlcore
+    from rlcore.algos.dac import DAC
+    from rlcore.presets import dac_settings
+    from rlcore.trainers.off_policy import OffPolicyTrainer
+
+    settings = dac_settings(args.env, steps=args.steps, num_envs=args.num_envs, seed=args.seed)
+    obs_space, act_space = eval_envs.single_observation_space, eval_envs.single_action_space
+    if not isinstance(act_space, gym.spaces.Box):
+        raise UsageError(f"dac needs a Box action space (its generator is SAC); {args.env} has {act_space} (use gail)")
+    trainer_config = dataclasses.replace(settings.trainer, checkpoint_every=args.checkpoint_every or None)
+    capacity = settings.capacity
+    if args.resume is not None:
+        capacity = _resumed_capacity(args.resume, capacity)
+    envs = _make_envs(args.env, settings.num_envs, seed=args.seed)
+    buffer = rlcore.ReplayBuffer(capacity, num_envs=settings.num_envs, seed=args.seed)
+    dac = DAC.from_spaces(
+        obs_space, act_space, expert, settings.dac, settings.sac, gamma=trainer_config.gamma, device=device
+    )
+    trainer = OffPolicyTrainer(dac, buffer, envs, config=trainer_config, eval_envs=eval_envs)
+    details |= {
+        "algo_config": dataclasses.asdict(settings.dac),
+        "sac_config": dataclasses.asdict(settings.sac),
+        "num_envs": settings.num_envs,
+        "capacity": capacity,
+    }
+    return Built(trainer, details, total=trainer_config.max_env_steps, every_iterations=max(1, 1000 // trainer_config.collect_env_steps))

@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--expert",
         type=Path,
         default=None,
-        help="with --algo bc/gail: dataset of `rlcore collect-expert`, a D4RL-format file or a Minari id",
+        help="with --algo bc/gail/dac: dataset of `rlcore collect-expert`, a D4RL-format file or a Minari id",
     )
     # offline RL (issue 42, rlcore.cli.offline)
     train.add_argument(
