@@ -207,3 +207,14 @@ def test_resume_refuses_old_and_crafted_checkpoints_in_one_line(
         assert err.startswith("rlcore: error: --resume ") and err.count("\n") == 1
         assert f"no checkpoint in {old}" in err
     assert not (tmp_path / "marker").exists()
+
+
+def test_every_help_page_reads_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """No help page shows argparse's escaping ("95 %%") or a format placeholder."""
+    from rlcore.cli.parser import build_parser
+
+    parser = build_parser()
+    commands = [a for a in parser._actions if a.dest == "command"][0].choices  # type: ignore[union-attr]
+    for name, sub in commands.items():
+        text = sub.format_help()
+        assert "%%" not in text and "%(" not in text, name

@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         "plot",
         help="draw learning curves of a run, or of several runs (seeds) together",
         description="One RUN_DIR: PNG learning curves of every metric in RUN_DIR/metrics.jsonl. Several: one "
-        "figure of --metric over all of them (each run, their mean with a 95 %% bootstrap interval, their "
+        "figure of --metric over all of them (each run, their mean with a 95 % bootstrap interval, their "
         "interquartile mean), the same as CSV, and a table of final and best values.",
     )
     plot.add_argument(
