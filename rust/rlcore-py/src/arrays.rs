@@ -68,8 +68,8 @@ pub fn arrays<'py, F: OutField>(
 /// # Safety
 /// The arrays must come from [`arrays`] (fresh, or checked by the core: C-contiguous, writable,
 /// not sharing memory) and stay alive while the slices are used.
-pub unsafe fn slices<'a>(arrays: &Arrays<'_>) -> SmallVec<[&'a mut [u8]; 16]> {
-    arrays.iter().map(|a| convert::bytes_mut(a)).collect()
+pub unsafe fn slices<'a, 'b>(arrays: &'b Arrays<'_>) -> impl Iterator<Item = &'a mut [u8]> + 'b {
+    arrays.iter().map(|a| convert::bytes_mut(a))
 }
 
 /// The batch as a tuple in its field order: keyed arrays in dicts, `extras` and `state` always

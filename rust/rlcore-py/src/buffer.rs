@@ -201,16 +201,18 @@ impl RawBuffer {
         let mut guard = self.0.lock(py)?;
         let core = &mut *guard;
         core.check_sample_request(&req)?; // before any array is allocated
-        let (arrays, bytes) = {
+                                          // the fields once (they borrow the core); from here on the batch holds the arrays
+        let (batch, mut bo, bytes) = {
             let fields = transition_fields(core, b);
-            (arrays::arrays(py, &fields, out)?, fields.iter().map(|f| f.bytes()).sum())
+            let arrays = arrays::arrays(py, &fields, out)?;
+            // SAFETY: arrays from `arrays::arrays`, alive in `batch` until the end of this call.
+            let bo =
+                BatchOut::from_fields(fields.iter().map(|f| f.1).zip(unsafe { slices(&arrays) }))?;
+            let bytes = fields.iter().map(|f| f.bytes()).sum();
+            (arrays::tuple(py, &fields, arrays)?, bo, bytes)
         };
-        // SAFETY: arrays from `arrays::arrays`, alive until the end of this call.
-        let mut bo = BatchOut::from_fields(core.batch_fields().zip(unsafe { slices(&arrays) }))?;
         let reward = compute_reward.filter(|_| core.needs_reward_fn());
         call::run(py, bytes, reward, |rf| core.sample_request(&req, &mut bo, rf))?;
-        drop(bo);
-        let batch = arrays::tuple(py, &transition_fields(core, b), arrays)?;
         Ok(batch)
     }
 
@@ -254,7 +256,7 @@ impl RawBuffer {
         let fields = core.sequence_fields(&req)?;
         let arrays = arrays::arrays(py, &fields, out)?;
         // SAFETY: arrays from `arrays::arrays`, alive until the end of this call.
-        let out = unsafe { slices(&arrays) }.into_vec();
+        let out = unsafe { slices(&arrays) }.collect();
         let reward = compute_reward.filter(|_| core.needs_reward_fn());
         let bytes = fields.iter().map(|f| f.bytes()).sum();
         call::run(py, bytes, reward, |rf| core.sample_sequences(&req, out, rf))?;
