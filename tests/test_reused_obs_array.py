@@ -21,7 +21,7 @@ from rlcore.collect.evaluate import evaluate
 from rlcore.collect.sampler import RolloutSampler
 
 LENGTH = 6
-F_CUT = 4  # flag bit of a row whose episode the continuity check cut (rlcore-core storage.rs)
+F_CUT = 4  # flag bit of a row whose episode the continuity check cut (rlcore-core storage/mod.rs)
 
 
 class StepCountEnv(gym.Env):
