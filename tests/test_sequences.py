@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rlcore
+from her_stream import HERStream, asym_reward
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import RefBuffer, chi2_critical, chi2_stat, fetch_reward
 from reference_stream import KINDS, Stream, assert_obs_equal, index_rows, obs_at
 from rlcore.errors import ApiUsageError, DTypeError, EmptyBufferError, InvalidValueError, ShapeError
-from test_her import HERStream, asym_reward
 
 F32 = np.float32
 
