@@ -197,7 +197,7 @@ class DAC:
         self.gamma = float(gamma)
         self.torch_rng = torch_generator(config.seed, self.device, stream=2)
         # expert pairs come from DAC's own stream, not the expert buffer's: checkpoints hold it
-        self.expert_draws = DatasetDraws(expert, (config.seed, 3))  # type: ignore[arg-type] # a SeedSequence entropy
+        self.expert_draws = DatasetDraws(expert, (config.seed, 3))
         bounds = action_bounds(action_space)
         self._bounds = None if bounds is None else tuple(torch.as_tensor(b, device=self.device) for b in bounds)
         self.expert_absorbing_share = expert_absorbing_share(expert) if config.absorbing else float("nan")
