@@ -1,7 +1,8 @@
 """Golden before/after comparison of every trainer: run the same short fixed-seed trainings on two
 versions of rlcore and check that the stats and the final weights are identical, bit for bit.
 
-Each case (``CASES``) is trained twice in one process of one rlcore version:
+Each case (``LOCAL_CASES`` and ``distributed_ddpg_pendulum``) is trained twice in one process of
+one rlcore version:
 
 * ``straight``: from a fresh build, to the horizon; a checkpoint is saved after ``save_at``
   iterations into ``--ckpt-dir/<case>``;
