@@ -1,7 +1,8 @@
 """Golden before/after comparison of every trainer: run the same short fixed-seed trainings on two
 versions of rlcore and check that the stats and the final weights are identical, bit for bit.
 
-Each case (``CASES``) is trained twice in one process of one rlcore version:
+Each case (``LOCAL_CASES`` and ``distributed_ddpg_pendulum``) is trained twice in one process of
+one rlcore version:
 
 * ``straight``: from a fresh build, to the horizon; a checkpoint is saved after ``save_at``
   iterations into ``--ckpt-dir/<case>``;
@@ -15,8 +16,8 @@ For every iteration the script records ``rlcore.stats.flatten_stats`` without th
 checks version A against version B, and each version's resumed rows against the tail of its
 straight run. The distributed trainer's straight run is not deterministic (the learner samples
 while a collector actor writes), so for it only the resumed leg of one shared checkpoint is
-compared (``_resumable_parts`` of tests/test_distributed.py: after the resume no sample overlaps a
-write).
+compared (``_resumable_parts`` of tests/test_distributed_trainer.py: after the resume no sample
+overlaps a write).
 
 Usage (CPU, one torch thread; about 3 minutes per version on 2 shared cores)::
 
@@ -297,7 +298,7 @@ def _ddpg() -> Any:
 
 
 def _resumable_parts() -> tuple[Any, ...]:
-    """As in tests/test_distributed.py: one collector, no prefetch, weights published only at the
+    """As in tests/test_distributed_trainer.py: one collector, no prefetch, weights published only at the
     start and after a load, and a budget whose last collect call is the only one after a resume at
     300 env steps, so the resumed leg never samples while a collector writes."""
     import rlcore

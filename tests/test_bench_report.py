@@ -19,6 +19,20 @@ assert _spec is not None and _spec.loader is not None
 bench = importlib.util.module_from_spec(_spec)
 sys.modules["bench_report"] = bench
 _spec.loader.exec_module(bench)
+# report.py has put benches/ on sys.path; its pieces live in benches/reporting/
+from reporting.charts import charts, memory_chart  # noqa: E402
+from reporting.markdown import NO_CUDA, portable_command  # noqa: E402
+from reporting.results import (  # noqa: E402
+    PEER_ORDER,
+    by_group,
+    fmt_ratio,
+    headline_groups,
+    interleaved_ratio,
+    load_interleaved,
+    load_results,
+)
+from reporting.tables import floor_table, headline_table, interleaved_section  # noqa: E402
+from reporting.targets import check_targets, load_targets  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "data" / "bench_report"
 
@@ -98,7 +112,7 @@ def test_report_numbers_come_from_the_results(report: tuple[str, Path]) -> None:
     group = "add a 1,000-row chunk"
     ratio = med[(group, "torchrl")] / med[(group, "rlcore")]
     row = next(line for line in text.splitlines() if line.startswith(f"| {group} |"))
-    assert bench.fmt_ratio(ratio) in _cells(row)
+    assert fmt_ratio(ratio) in _cells(row)
     # save/load groups are written in seconds with the bytes on disk
     assert "| library | median s | IQR s |" in text
     assert "MiB |" in text
@@ -108,7 +122,7 @@ def test_report_numbers_come_from_the_results(report: tuple[str, Path]) -> None:
     row = next(
         line for line in text.splitlines() if line.startswith("| sb3 | ") and "," in line and "×" in line
     )
-    assert bench.fmt_ratio(r) in _cells(row)
+    assert fmt_ratio(r) in _cells(row)
     # end to end: median of the per-round ratios (1.5 * 0.9 / 1 and 1.5 * 1.1 / 1 -> 1.5), CPU 2.0
     row = next(line for line in text.splitlines() if line.startswith("| SAC, Pendulum-v1 | sb3 |"))
     assert _cells(row)[4:6] == ["1.50", "2.00"]
@@ -117,7 +131,7 @@ def test_report_numbers_come_from_the_results(report: tuple[str, Path]) -> None:
 def test_report_without_cuda_says_not_measured(report: tuple[str, Path]) -> None:
     text, _ = report
     gpu = text.split("## GPU\n", 1)[1].split("\n## ", 1)[0]
-    assert gpu.strip().startswith(bench.NO_CUDA)
+    assert gpu.strip().startswith(NO_CUDA)
     assert "### GPU" not in text  # no GPU group tables without measurements
     # the skipped peers are listed with their reason in their group
     assert "| rlox | skipped |" in text and "has no save/load" in text
@@ -226,7 +240,7 @@ def test_a_run_names_the_command_line_it_was_given(tmp_path: Path, monkeypatch: 
     # the page shows it without the machine's folders: the script relative to the repository,
     # other absolute paths as DIR (the raw meta.json keeps them)
     shown = "python benches/report.py --no-micro --no-memory --e2e none --save DIR --out DIR"
-    assert bench.portable_command(meta["command"]) == shown
+    assert portable_command(meta["command"]) == shown
     assert f"by `{shown}`" in out.read_text()
 
 
@@ -297,15 +311,15 @@ def test_targets_come_from_the_toml_file_and_stay_out_of_the_report(
 
 
 def test_the_repository_targets_file_loads_and_bad_ones_are_refused(tmp_path: Path) -> None:
-    targets = bench.load_targets(_REPORT.parent / "targets.toml")
+    targets = load_targets(_REPORT.parent / "targets.toml")
     assert len(targets) == 40 and len({t["name"] for t in targets}) == 40
     bad = tmp_path / "bad.toml"
     bad.write_text('[[target]]\nname = "x"\ngroup = "g"\npeer = "rlox"\n')  # no min
     with pytest.raises(ValueError, match="number 1 needs name, group and either peer"):
-        bench.load_targets(bad)
+        load_targets(bad)
     bad.write_text("[[target]\n")
     with pytest.raises(ValueError, match="not valid TOML"):
-        bench.load_targets(bad)
+        load_targets(bad)
     assert bench.main(["--from", str(tmp_path), "--targets", str(bad)]) == 2
 
 
@@ -320,13 +334,13 @@ def test_headline_chart_shows_each_value(tmp_path: Path, monkeypatch: pytest.Mon
         return real(self, container, **kw)
 
     monkeypatch.setattr(matplotlib.axes.Axes, "bar_label", spy)
-    rows = bench.load_results([FIXTURE / "run-0.json"])
-    groups = bench.by_group(rows)
-    pics = bench.charts(groups, tmp_path / "img")
+    rows = load_results([FIXTURE / "run-0.json"])
+    groups = by_group(rows)
+    pics = charts(groups, tmp_path / "img")
     assert "headline" in pics
-    heads = bench.headline_groups(groups)
-    peers = bench.PEER_ORDER[1:]
-    want = [bench.fmt_ratio(r["ratio"]) for g in heads for r in groups[g] if r["lib"] in peers]
+    heads = headline_groups(groups)
+    peers = PEER_ORDER[1:]
+    want = [fmt_ratio(r["ratio"]) for g in heads for r in groups[g] if r["lib"] in peers]
     assert want and sorted(x for x in labels if x) == sorted(want)
 
 
@@ -340,15 +354,15 @@ def test_floor_rows_give_the_distance_to_the_floor_in_the_headline_and_their_own
                 "disk_bytes": None, "runs": 1, "spread": 0.0}
 
     g = "sample(256) @ 200k"
-    groups = bench.by_group([row(g, "rlcore", 10e-6), row(g, "rlox", 25e-6), row(g, "floor", 4e-6)])
-    head = "\n".join(bench.headline_table(groups, [], [g]))
-    assert "rlcore / floor" in head and bench.fmt_ratio(2.5) in head.splitlines()[-1]
+    groups = by_group([row(g, "rlcore", 10e-6), row(g, "rlox", 25e-6), row(g, "floor", 4e-6)])
+    head = "\n".join(headline_table(groups, [], [g]))
+    assert "rlcore / floor" in head and fmt_ratio(2.5) in head.splitlines()[-1]
     assert "| floor |" not in head.splitlines()[0].replace("rlcore / floor", "")
-    table = "\n".join(bench.floor_table(groups))
+    table = "\n".join(floor_table(groups))
     line = next(x for x in table.splitlines() if x.startswith(f"| {g}"))
-    assert line.split("|")[3].strip() == bench.fmt_ratio(2.5)
-    assert line.split("|")[4].strip() == bench.fmt_ratio(6.25)
-    assert bench.floor_table(bench.by_group([row(g, "rlcore", 1e-6)])) == []
+    assert line.split("|")[3].strip() == fmt_ratio(2.5)
+    assert line.split("|")[4].strip() == fmt_ratio(6.25)
+    assert floor_table(by_group([row(g, "rlcore", 1e-6)])) == []
 
 
 def test_a_cost_target_can_compare_two_rows_of_one_group() -> None:
@@ -360,13 +374,13 @@ def test_a_cost_target_can_compare_two_rows_of_one_group() -> None:
                 "rounds": 1, "unit": "us", "capacity": 200_000, "obs": None, "note": "", "disk_bytes": None,
                 "runs": 1, "spread": 0.0}
 
-    groups = bench.by_group([row("rlcore (1 env)", 10.0), row("rlcore (100k envs)", 14.0)])
+    groups = by_group([row("rlcore (1 env)", 10.0), row("rlcore (100k envs)", 14.0)])
     t = {"name": "n", "group": "g @ 200k", "lib": "rlcore (100k envs)", "base": "g @ 200k",
          "base_lib": "rlcore (1 env)", "max": 1.5}
-    assert bench.check_targets(groups, [t]) == [("n", "1.40 (14.0 / 10.0 µs)", "met")]
-    assert bench.check_targets(groups, [{**t, "max": 1.3}])[0][2] == "missed (limit 1.3)"
+    assert check_targets(groups, [t]) == [("n", "1.40 (14.0 / 10.0 µs)", "met")]
+    assert check_targets(groups, [{**t, "max": 1.3}])[0][2] == "missed (limit 1.3)"
     # without base_lib the base is the same row: 1.0
-    assert bench.check_targets(groups, [{k: v for k, v in t.items() if k != "base_lib"}])[0][1].startswith("1.00 ")
+    assert check_targets(groups, [{k: v for k, v in t.items() if k != "base_lib"}])[0][1].startswith("1.00 ")
 
 
 def test_atari_memory_is_drawn_and_the_report_shows_the_chart(tmp_path: Path) -> None:
@@ -390,7 +404,7 @@ def test_atari_memory_is_drawn_and_the_report_shows_the_chart(tmp_path: Path) ->
     assert "](img/bench_memory_atari.png)" in section.split("\n### ")[0]
     assert "7.10 GB (measured)" in section and "56.48 GB (scaled)" in section
     # no Atari records: no chart
-    assert bench.memory_chart([r for r in old if r.get("case") != "atari"], tmp_path / "img2") is None
+    assert memory_chart([r for r in old if r.get("case") != "atari"], tmp_path / "img2") is None
 
 
 _INTERLEAVED = Path(__file__).resolve().parents[1] / "benches" / "interleaved.py"
@@ -437,10 +451,10 @@ def test_interleaved_results_load_into_the_report_and_two_builds_make_one_table(
                                        {"set": "s", "group": "g", "lib": "cpprb", "skipped": "ImportError"}]}
     (tmp_path / "old.json").write_text(json.dumps(old))
     (tmp_path / "new.json").write_text(json.dumps(new))
-    loaded = bench.load_interleaved(tmp_path / "new.json")
+    loaded = load_interleaved(tmp_path / "new.json")
     assert set(loaded) == {("g", "rlcore"), ("g", "rlox"), ("g", "floor")}
-    assert bench.interleaved_ratio(loaded, ("g", "rlcore"), ("g", "rlox")) == pytest.approx(4.0)
-    assert bench.load_interleaved(tmp_path / "missing.json") == {}
+    assert interleaved_ratio(loaded, ("g", "rlcore"), ("g", "rlox")) == pytest.approx(4.0)
+    assert load_interleaved(tmp_path / "missing.json") == {}
     lines = interleaved.table([tmp_path / "old.json", tmp_path / "new.json"]).splitlines()
     assert _cells(lines[0]) == ["group", "library", "old µs", "new µs", "/ rlcore"]
     rows = {tuple(_cells(x)[:2]): _cells(x)[2:] for x in lines[2:]}
@@ -459,7 +473,7 @@ def test_interleaved_ratios_judge_the_targets_whose_two_sides_were_timed_togethe
                 "min": median, "rounds": 1, "unit": "us", "capacity": None, "obs": None, "note": "",
                 "disk_bytes": None, "runs": 1, "spread": 0.0}
 
-    groups = bench.by_group([row("h", "rlcore", 30.0), row("h", "rlox", 45.0), row("s", "rlcore", 10.0),
+    groups = by_group([row("h", "rlcore", 30.0), row("h", "rlox", 45.0), row("s", "rlcore", 10.0),
                              row("s", "rlox", 15.0), row("s @ 1M", "rlcore", 40.0)])
     inter = {
         ("h", "rlcore"): {"set": "her", "group": "h", "lib": "rlcore", "rounds_s": [1e-5, 3e-5, 1e-5]},
@@ -473,11 +487,11 @@ def test_interleaved_ratios_judge_the_targets_whose_two_sides_were_timed_togethe
         {"name": "split", "group": "s", "peer": "rlox", "min": 3},
         {"name": "flat", "group": "s @ 1M", "base": "s", "max": 2},
     ]
-    rows = bench.check_targets(groups, targets, inter)
+    rows = check_targets(groups, targets, inter)
     assert rows[0] == ("her", "3.20× interleaved; groups 1.50× (45.0 / 30.0 µs)", "met")
     assert rows[1] == ("split", "1.50× (15.0 / 10.0 µs)", "missed (50% of target)")  # not one set
     assert rows[2] == ("flat", "1.90 interleaved; groups 4.00 (40.0 / 10.0 µs)", "met")
-    assert bench.check_targets(groups, targets)[0][2] == "missed (50% of target)"  # without the file
-    section = "\n".join(bench.interleaved_section(inter))
+    assert check_targets(groups, targets)[0][2] == "missed (50% of target)"  # without the file
+    section = "\n".join(interleaved_section(inter))
     line = next(x for x in section.splitlines() if x.startswith("| h | rlox"))
-    assert _cells(line)[3] == bench.fmt_ratio(3.2)
+    assert _cells(line)[3] == fmt_ratio(3.2)

@@ -1,146 +1,19 @@
 """Hindsight relabeling against the numpy reference: which goals may be chosen (strategy, episode,
-ring wrap), how often (k/(k+1)), how uniformly, and the recomputed (n-step) rewards."""
+ring wrap), how often (k/(k+1)), how uniformly, and the recomputed (n-step) rewards. Bad input and the
+other calls of HERReplayBuffer: test_her_inputs.py; Stable-Baselines3's sampling rules and
+``sample_at``: test_her_sb3_rules.py."""
 
 from __future__ import annotations
-
-import itertools
-import pickle
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import rlcore
+from her_stream import F32, HER_KINDS, HERStream, asym_reward, check_her_batch, her_buffer, single_episode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import RefBuffer, chi2_critical, chi2_stat, fetch_reward
-from rlcore.errors import ApiUsageError, DTypeError, InvalidValueError, RlcoreError, ShapeError
-
-F32 = np.float32
-W = np.array([1.0, 0.001, 0.5])
-
-
-def asym_reward(achieved_goal, desired_goal, info):
-    """Asymmetric in its arguments: swapping them flips the sign."""
-    assert isinstance(info, dict)
-    return ((np.asarray(achieved_goal, np.float64) - desired_goal) @ W).astype(F32)
-
-
-class HERStream:
-    """Goal-env steps fed to an rlcore HER buffer and the reference side by side.
-
-    Every stored observation gets a unique id: ``achieved_goal = [env, id, 0.5]``; stored desired
-    goals are negative (``[-1, -1 - episode, -2]``) so that a relabeled goal is recognisable and
-    names the row it came from.
-    """
-
-    def __init__(self, buf, ref: RefBuffer, num_envs: int, seed: int = 0):
-        self.buf, self.ref, self.n = buf, ref, num_envs
-        self.rng = np.random.default_rng(seed)
-        self.ids = itertools.count(0)
-        self.ep = [0] * num_envs
-        self.last_next: list[dict | None] = [None] * num_envs
-
-    def _fresh(self, e):
-        return {
-            "observation": self.rng.normal(size=2).astype(F32),
-            "achieved_goal": np.array([e, next(self.ids), 0.5], F32),
-            "desired_goal": np.array([-1, -1 - self.ep[e], -2], F32),
-        }
-
-    def step(self, kinds):
-        obs, nxt = [], []
-        for e, k in enumerate(kinds):
-            if self.last_next[e] is None or k == "cut":
-                if k == "cut":
-                    self.ep[e] += 1
-                obs.append(self._fresh(e))
-            else:
-                obs.append(self.last_next[e])
-            nxt.append(self._fresh(e))
-        stack = lambda ds: {key: np.stack([d[key] for d in ds]) for key in ds[0]}  # noqa: E731
-        o, on = stack(obs), stack(nxt)
-        kinds = np.asarray(kinds)
-        term, trunc = kinds == "term", kinds == "trunc"
-        act = self.rng.normal(size=(self.n, 2)).astype(F32)
-        rew = self.rng.integers(-3, 1, size=self.n).astype(F32)
-        self.buf.add(o, act, rew, term, trunc, on)
-        self.ref.add(o, act, rew, term, trunc, on)
-        for e in range(self.n):
-            if term[e] or trunc[e]:
-                self.last_next[e] = None
-                self.ep[e] += 1
-            else:
-                self.last_next[e] = nxt[e]
-
-    def row_of_goal(self):
-        """id -> (env, absolute row) for every alive row."""
-        out = {}
-        for e, env in enumerate(self.ref.envs):
-            for a in range(env.alive_lo, env.head):
-                out[int(env.rows[a].obs["achieved_goal"][1])] = (e, a)
-        return out
-
-
-def her_buffer(capacity, num_envs=1, *, reward="python", seed=0, **kw):
-    if reward == "python":
-        return rlcore.HERReplayBuffer(
-            capacity, num_envs=num_envs, seed=seed, compute_reward=asym_reward, **kw
-        )
-    return rlcore.HERReplayBuffer(capacity, num_envs=num_envs, seed=seed, distance_threshold=reward, **kw)
-
-
-def check_her_batch(batch, stream: HERStream, strategy, n_step, gamma, reward="python"):
-    """Every sample is either the stored n-step transition or a valid relabeling of it.
-
-    Returns (list of relabeled flags, list of (t, t', start, end) for relabeled samples)."""
-    ref = stream.ref
-    goal_rows = stream.row_of_goal()
-    relabeled, picks = [], []
-    for i, p in enumerate(batch.indices & ((1 << rlcore._core.INDEX_ROW_BITS) - 1)):
-        e, t = ref.locate(int(p))
-        env = ref.envs[e]
-        w = env.nstep(t, n_step, gamma)
-        np.testing.assert_array_equal(batch.obs["observation"][i], w["obs"]["observation"])
-        np.testing.assert_array_equal(batch.obs["achieved_goal"][i], w["obs"]["achieved_goal"])
-        np.testing.assert_array_equal(batch.obs_next["observation"][i], w["obs_next"]["observation"])
-        np.testing.assert_array_equal(batch.obs_next["achieved_goal"][i], w["obs_next"]["achieved_goal"])
-        np.testing.assert_array_equal(batch.act[i], w["act"])
-        np.testing.assert_allclose(batch.discount[i], w["discount"], rtol=1e-6)
-        g = batch.obs["desired_goal"][i]
-        np.testing.assert_array_equal(
-            batch.obs_next["desired_goal"][i], g, err_msg="the new goal must be in obs_next too"
-        )
-        if g[0] < 0:  # stored goal: not relabeled
-            relabeled.append(False)
-            np.testing.assert_array_equal(g, w["obs"]["desired_goal"])
-            np.testing.assert_allclose(batch.rew[i], w["rew"], rtol=1e-5, atol=1e-5)
-            continue
-        relabeled.append(True)
-        gid = int(g[1])
-        assert gid in goal_rows, f"goal {g} of row {p} comes from an overwritten row"
-        ge, ga = goal_rows[gid]
-        assert ge == e, f"goal of row {p} comes from env {ge}"
-        start, end = env.bounds(t)
-        tp = ga - 1  # the goal is the achieved goal after step t'
-        assert env.rows[ga].ep == env.rows[t].ep, f"goal of row {p} comes from another episode"
-        if strategy == "future":
-            assert t <= tp <= end - 1, (t, tp, end)
-        elif strategy == "final":
-            assert tp == end - 1, (t, tp, end)
-        else:
-            assert start <= tp <= end - 1, (start, tp, end)
-        picks.append((t, tp, start, end))
-        # every reward of the window is recomputed against the new goal
-        ags = np.stack([env.rows[t + k + 1].obs["achieved_goal"] for k in range(w["m"])])
-        r = asym_reward(ags, g[None], {}) if reward == "python" else fetch_reward(ags, g[None], reward)
-        want = sum(gamma**k * float(r[k]) for k in range(w["m"]))
-        np.testing.assert_allclose(
-            batch.rew[i], want, rtol=1e-4, atol=1e-3, err_msg=f"relabeled reward of row {p}"
-        )
-    return relabeled, picks
-
-
-HER_KINDS = ("step", "step", "step", "term", "trunc", "cut")
+from rlcore.errors import ApiUsageError
 
 
 @settings(max_examples=40, deadline=None)
@@ -174,14 +47,6 @@ def test_her_random_streams_match_reference(num_envs, seg, strategy, n_step, gam
 # statistics
 
 
-def _single_episode(length=10, **kw):
-    buf = her_buffer(64, **kw)
-    stream = HERStream(buf, RefBuffer(64, 1), 1)
-    for t in range(length):
-        stream.step(["trunc" if t == length - 1 else "step"])
-    return buf, stream
-
-
 def _fast_picks(batch):
     """For a single episode stored from row 0 (ids = rows): (t, t' or -1 if not relabeled)."""
     g = batch.obs["desired_goal"]
@@ -191,7 +56,7 @@ def _fast_picks(batch):
 
 @pytest.mark.parametrize("future_k", [4, 1, 0.25, 0])
 def test_relabeled_fraction_is_k_over_k_plus_one(future_k):
-    buf, stream = _single_episode(future_k=future_k)
+    buf, stream = single_episode(future_k=future_k)
     check_her_batch(buf.sample(256), stream, "future", 1, 0.99)
     p = future_k / (future_k + 1)
     n = hits = 0
@@ -207,14 +72,14 @@ def test_relabeled_fraction_is_k_over_k_plus_one(future_k):
 
 def test_relabeled_fraction_holds_for_tiny_batches():
     """Not rounded down per batch: batch_size 1 still relabels ~80 %."""
-    buf, _ = _single_episode(future_k=4)
+    buf, _ = single_episode(future_k=4)
     n = 3000
     hits = sum(int(buf.sample(1).obs["desired_goal"][0, 0] >= 0) for _ in range(n))
     assert abs(hits / n - 0.8) < 5 * np.sqrt(0.16 / n)
 
 
 def _pick_counts(strategy, length=8, batches=120):
-    buf, stream = _single_episode(length=length, strategy=strategy, future_k=1e9)
+    buf, stream = single_episode(length=length, strategy=strategy, future_k=1e9)
     _, picks = check_her_batch(buf.sample(256), stream, strategy, 1, 0.99)
     start, end = picks[0][2], picks[0][3]
     assert (start, end) == (0, length)
@@ -414,7 +279,7 @@ def test_her_save_load_round_trip_gives_same_samples(tmp_path, reward, prioritiz
 
 
 def test_relabeling_never_writes_into_storage():
-    buf, stream = _single_episode(future_k=4)
+    buf, stream = single_episode(future_k=4)
     before = {k: v.copy() for k, v in buf.state_dict()["arrays"].items() if k != "rng"}
     for _ in range(10):
         buf.sample(128, n_step=2)
@@ -460,388 +325,3 @@ def test_fetchreach_smoke_with_env_compute_reward():
     n = native.sample(256)
     np.testing.assert_array_equal(n.indices, s.indices)
     np.testing.assert_array_equal(n.rew, s.rew)
-
-
-# ---------------------------------------------------------------------------------------------
-# bad input
-
-
-def _snapshot(buf):
-    st_ = buf.state_dict()
-    return st_["schema"], {k: v.copy() for k, v in st_["arrays"].items()}
-
-
-def _assert_same(buf, before):
-    schema, arrays = _snapshot(buf)
-    assert schema == before[0]
-    for k, v in before[1].items():
-        np.testing.assert_array_equal(arrays[k], v, err_msg=k)
-
-
-def _goal_obs(
-    ag_shape=(3,), dg_shape=(3,), keys=("observation", "achieved_goal", "desired_goal"), dg_dtype=F32
-):
-    shapes = {"observation": (2,), "achieved_goal": ag_shape, "desired_goal": dg_shape}
-    return {k: np.zeros(shapes.get(k, (1,)), dg_dtype if k == "desired_goal" else F32) for k in keys}
-
-
-@pytest.mark.parametrize(
-    "obs",
-    [
-        _goal_obs(keys=("observation", "achieved_goal")),
-        _goal_obs(keys=("observation", "desired_goal")),
-        _goal_obs(ag_shape=(3,), dg_shape=(2,)),
-        _goal_obs(dg_dtype=np.float64),
-        np.zeros(5, F32),
-    ],
-    ids=["no-desired", "no-achieved", "goal-shapes", "goal-dtypes", "array-obs"],
-)
-def test_her_first_add_with_bad_goal_keys_raises_shape_error_and_leaves_buffer_empty(obs):
-    buf = her_buffer(20)
-    before = _snapshot(buf)
-    with pytest.raises(ShapeError):
-        buf.add(obs, np.zeros(1, F32), 0.0, False, False, obs)
-    _assert_same(buf, before)
-    assert len(buf) == 0 and buf._schema() == ([], [])
-    good = _goal_obs()
-    buf.add(good, np.zeros(1, F32), 0.0, False, False, good)
-    assert len(buf) == 1
-
-
-def test_her_native_reward_needs_float_goals():
-    buf = her_buffer(20, reward=0.1)
-    obs = {
-        "observation": np.zeros(2, F32),
-        "achieved_goal": np.zeros(3, np.int32),
-        "desired_goal": np.zeros(3, np.int32),
-    }
-    with pytest.raises(DTypeError):
-        buf.add(obs, np.zeros(1, F32), 0.0, False, False, obs)
-    assert buf._schema() == ([], [])
-
-
-def test_her_from_spaces_without_goal_keys_raises_shape_error():
-    space = gym.spaces.Dict(
-        {"observation": gym.spaces.Box(-1, 1, (2,)), "achieved_goal": gym.spaces.Box(-1, 1, (3,))}
-    )
-    with pytest.raises(ShapeError):
-        rlcore.HERReplayBuffer.from_spaces(
-            space, gym.spaces.Box(-1, 1, (2,)), capacity=10, distance_threshold=0.1
-        )
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        dict(),
-        dict(compute_reward=asym_reward, distance_threshold=0.1),
-        dict(compute_reward=42),
-        dict(distance_threshold=0.1, strategy="past"),
-        dict(distance_threshold=0.1, future_k=-1),
-        dict(distance_threshold=-0.1),
-        dict(distance_threshold=float("nan")),
-    ],
-    ids=["no-reward", "two-rewards", "not-callable", "strategy", "negative-k", "negative-eps", "nan-eps"],
-)
-def test_her_bad_constructor_arguments_raise_invalid_value(kwargs):
-    with pytest.raises(InvalidValueError):
-        rlcore.HERReplayBuffer(20, **kwargs)
-
-
-def _bad_reward_buffer(fn):
-    buf = rlcore.HERReplayBuffer(40, seed=0, compute_reward=asym_reward, future_k=1e9)
-    stream = HERStream(buf, RefBuffer(40, 1), 1)
-    for t in range(8):
-        stream.step(["trunc" if t == 7 else "step"])
-    buf._compute_reward = fn
-    return buf
-
-
-@pytest.mark.parametrize(
-    "fn,err,builtin",
-    [
-        (lambda ag, g, info: ag - g, ShapeError, ValueError),
-        (lambda ag, g, info: np.zeros(len(ag) + 1, F32), ShapeError, ValueError),
-        (lambda ag, g, info: np.zeros((len(ag), 1), F32), ShapeError, ValueError),
-        (lambda ag, g, info: np.array(["x"] * len(ag)), DTypeError, TypeError),
-        (lambda ag, g, info: np.zeros(len(ag), np.complex64), DTypeError, TypeError),
-        (lambda ag, g, info: None, DTypeError, TypeError),
-        (lambda ag, g, info: np.full(len(ag), np.nan), InvalidValueError, ValueError),
-    ],
-    ids=["per-dim", "too-long", "column", "strings", "complex", "none", "nan"],
-)
-def test_her_compute_reward_returning_wrong_shape_or_dtype_raises_and_leaves_buffer_unchanged(
-    fn, err, builtin
-):
-    buf = _bad_reward_buffer(fn)
-    before = _snapshot(buf)
-    with pytest.raises(err) as info:
-        buf.sample(16)
-    assert isinstance(info.value, RlcoreError) and isinstance(info.value, builtin)
-    _assert_same(buf, before)  # the RNG too: the next good call samples as if nothing happened
-    buf._compute_reward = asym_reward
-    twin = rlcore.HERReplayBuffer(40, seed=0, compute_reward=asym_reward, future_k=1e9)
-    twin.load_state_dict(buf.state_dict())
-    np.testing.assert_array_equal(buf.sample(16).indices, twin.sample(16).indices)
-
-
-def test_her_compute_reward_exception_propagates_and_leaves_buffer_unchanged():
-    def boom(ag, g, info):
-        raise KeyError("user bug")
-
-    buf = _bad_reward_buffer(boom)
-    before = _snapshot(buf)
-    with pytest.raises(KeyError, match="user bug"):
-        buf.sample(16)
-    _assert_same(buf, before)
-
-
-def test_her_add_with_missing_goal_key_after_first_add_raises_shape_error():
-    buf, _ = _single_episode(length=3)
-    before = _snapshot(buf)
-    obs = {"observation": np.zeros(2, F32), "achieved_goal": np.zeros(3, F32)}
-    with pytest.raises(ShapeError):
-        buf.add(obs, np.zeros(2, F32), 0.0, False, False, obs)
-    bad = _goal_obs(dg_shape=(4,))
-    with pytest.raises(ShapeError):
-        buf.add(bad, np.zeros(2, F32), 0.0, False, False, bad)
-    _assert_same(buf, before)
-
-
-def test_her_custom_goal_keys():
-    buf = rlcore.HERReplayBuffer(
-        40, seed=0, distance_threshold=0.5, future_k=1e9, goal_keys=("state", "reached", "target")
-    )
-    for t in range(6):
-        o = {"state": np.zeros(2, F32), "reached": np.full(2, t, F32), "target": np.full(2, -50, F32)}
-        n = {"state": np.zeros(2, F32), "reached": np.full(2, t + 1, F32), "target": np.full(2, -50, F32)}
-        buf.add(o, np.zeros(1, F32), -1.0, False, t == 5, n)
-    b = buf.sample(200)
-    t = b.obs["reached"][:, 0]
-    g = b.obs["target"][:, 0]
-    assert np.all((g >= t + 1) & (g <= 6)), "future goals are achieved goals after steps t..e-1"
-    np.testing.assert_array_equal(b.obs_next["target"], b.obs["target"])
-    np.testing.assert_array_equal(b.rew, np.where(g == t + 1, 0.0, -1.0))
-
-
-def test_her_pickle_and_state_dict_round_trip():
-    buf = her_buffer(30, num_envs=2, strategy="future", future_k=3)
-    stream = HERStream(buf, RefBuffer(30, 2), 2, seed=2)
-    for _ in range(12):
-        stream.step(["step", "trunc"])
-    clone = pickle.loads(pickle.dumps(buf))
-    assert clone._compute_reward is asym_reward
-    a, b = buf.sample(64, n_step=2, gamma=0.9), clone.sample(64, n_step=2, gamma=0.9)
-    np.testing.assert_array_equal(a.indices, b.indices)
-    np.testing.assert_array_equal(a.rew, b.rew)
-    np.testing.assert_array_equal(a.obs["desired_goal"], b.obs["desired_goal"])
-    check_her_batch(b, stream, "future", 2, 0.9)
-
-
-def test_her_sample_into_out_arrays():
-    buf = her_buffer(40, num_envs=2, strategy="final", future_k=1)
-    stream = HERStream(buf, RefBuffer(40, 2), 2, seed=5)
-    for _ in range(10):
-        stream.step(["step", "term"])
-    out = buf.sample(32)
-    dg = out.obs["desired_goal"]
-    for _ in range(5):
-        b = buf.sample(32, n_step=2, gamma=0.7, out=out)
-        assert b.obs["desired_goal"] is dg
-        check_her_batch(b, stream, "final", 2, 0.7)
-
-
-def test_her_compute_reward_calling_back_into_its_buffer_raises_api_usage_error():
-    holder = {}
-
-    def reentrant(ag, g, info):
-        len(holder["buf"])  # a user reward that touches its own buffer mid-sample
-        return asym_reward(ag, g, info)
-
-    buf = _bad_reward_buffer(reentrant)
-    holder["buf"] = buf
-    before = _snapshot(buf)
-    with pytest.raises(ApiUsageError):
-        buf.sample(16)
-    _assert_same(buf, before)
-    buf._compute_reward = asym_reward
-    assert buf.sample(4).rew.shape == (4,)
-
-
-def test_her_from_arrays_builds_an_offline_goal_buffer_with_its_reward():
-    t_len = 10
-    ag = np.arange(t_len + 1, dtype=np.float64)[:, None]
-    obs = {
-        "observation": np.zeros((t_len, 2)),
-        "achieved_goal": ag[:-1],
-        "desired_goal": np.full((t_len, 1), 99.0),
-    }
-    obs_next = {
-        "observation": np.zeros((t_len, 2)),
-        "achieved_goal": ag[1:],
-        "desired_goal": np.full((t_len, 1), 99.0),
-    }
-    trunc = np.arange(t_len) % 5 == 4
-    buf = rlcore.HERReplayBuffer.from_arrays(
-        obs,
-        np.zeros((t_len, 1), np.float32),
-        -np.ones(t_len),
-        np.zeros(t_len, bool),
-        trunc,
-        obs_next,
-        strategy="final",
-        future_k=1e9,
-        distance_threshold=0.1,
-        seed=0,
-    )
-    assert len(buf) == t_len
-    batch = buf.sample(200)
-    # 'final' with (almost) certain relabeling: the goal is the achieved goal after the episode's last step
-    t = batch.obs["achieved_goal"][:, 0]
-    want_goal = np.where(t < 5, 5.0, 10.0)
-    relabeled = batch.obs["desired_goal"][:, 0] != 99.0
-    assert relabeled.mean() > 0.99
-    np.testing.assert_array_equal(batch.obs["desired_goal"][relabeled, 0], want_goal[relabeled])
-    np.testing.assert_array_equal(
-        batch.rew[relabeled], np.where(t[relabeled] + 1 == want_goal[relabeled], 0.0, -1.0)
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Stable-Baselines3's sampling rules (finished_only, exact_ratio) and sample_at
-
-
-def _finished_whole(stream: HERStream) -> set[int]:
-    """Physical rows of the transitions of episodes that have ended and whose first row is
-    still stored (the reference's view of what finished_only may draw)."""
-    out = set()
-    for e, env in enumerate(stream.ref.envs):
-        for a in env.sampleable():
-            ep = env.rows[a].ep
-            if ep in env.ep_end and env.ep_start[ep] >= env.alive_lo:
-                out.add(stream.ref.phys(e, a))
-    return out
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    num_envs=st.integers(1, 2),
-    seg=st.integers(3, 14),
-    strategy=st.sampled_from(["future", "final", "episode"]),
-    future_k=st.sampled_from([0, 1, 4, 7.5]),
-    batch=st.integers(1, 300),
-    seed=st.integers(0, 2**32 - 1),
-    data=st.data(),
-)
-def test_finished_only_and_exact_ratio_draw_whole_ended_episodes_and_relabel_the_last_share(
-    num_envs, seg, strategy, future_k, batch, seed, data
-):
-    steps = data.draw(
-        st.lists(
-            st.lists(st.sampled_from(HER_KINDS), min_size=num_envs, max_size=num_envs),
-            min_size=1,
-            max_size=30,
-        )
-    )
-    buf = her_buffer(
-        seg * num_envs,
-        num_envs,
-        seed=seed,
-        strategy=strategy,
-        future_k=future_k,
-        finished_only=True,
-        exact_ratio=True,
-    )
-    stream = HERStream(buf, RefBuffer(seg * num_envs, num_envs), num_envs, seed=seed)
-    for kinds in steps:
-        stream.step(kinds)
-    allowed = _finished_whole(stream)
-    if not allowed:
-        with pytest.raises(ApiUsageError, match="finished episodes"):
-            buf.sample(batch)
-        assert isinstance(ApiUsageError("x"), RuntimeError)  # what SB3 raises
-        return
-    b = buf.sample(batch)
-    assert set(b.indices.tolist()) <= allowed
-    relabeled, _ = check_her_batch(b, stream, strategy, 1, 0.99)
-    n_relabeled = int((1 - 1 / (future_k + 1)) * batch)  # SB3's int(her_ratio * batch_size)
-    assert relabeled == [False] * (batch - n_relabeled) + [True] * n_relabeled
-    # every allowed transition is drawn (uniformly: a 2000-draw batch misses one of <= 28
-    # rows with probability < 28 * (27/28)^2000 ~ 1e-30)
-    assert set(buf.sample(2000).indices.tolist()) == allowed
-
-
-def test_finished_only_draws_every_whole_ended_transition_uniformly():
-    """Chi-square over the drawn rows of 3 ended episodes plus a running one, 2 envs."""
-    buf = her_buffer(80, 2, seed=5, finished_only=True)
-    stream = HERStream(buf, RefBuffer(80, 2), 2)
-    for t in range(23):
-        stream.step(["trunc" if t % 7 == 6 else "step", "term" if t % 5 == 4 else "step"])
-    allowed = sorted(_finished_whole(stream))
-    draws = np.concatenate([buf.sample(1000).indices for _ in range(40)])
-    counts = np.array([(draws == r).sum() for r in allowed])
-    assert counts.sum() == draws.size
-    expected = np.full(len(allowed), draws.size / len(allowed))
-    assert chi2_stat(counts, expected) < chi2_critical(len(allowed) - 1)
-
-
-def test_finished_only_cannot_be_combined_with_prioritized_replay():
-    with pytest.raises(InvalidValueError, match="prioritized"):
-        her_buffer(32, finished_only=True, prioritized=True)
-
-
-def test_sample_at_gives_the_batch_of_the_rows_and_goals_it_is_given():
-    """sample_at(indices of a draw, goal rows) equals that draw's batch, for every field; the
-    buffer's generator is not used (the next sample is as if sample_at never ran)."""
-    buf, stream = _single_episode(length=10, future_k=4)
-    twin, _ = _single_episode(length=10, future_k=4)
-    b = buf.sample(64)
-    tw = twin.sample(64)
-    # the goal row of a relabeled sample: the stored achieved-goal id names the row after t'
-    ids = buf.column("obs")["achieved_goal"][:, 1]
-    goal_rows = np.array(
-        [-1 if g[0] < 0 else int(np.flatnonzero(ids == g[1])[0]) - 1 for g in b.obs["desired_goal"]]
-    )
-    again = buf.sample_at(b.indices, goal_rows)
-    for field in ("obs", "obs_next"):
-        for k in b.obs:
-            np.testing.assert_array_equal(getattr(again, field)[k], getattr(b, field)[k])
-    for field in ("act", "rew", "terminated", "truncated", "discount", "indices"):
-        np.testing.assert_array_equal(getattr(again, field), getattr(b, field))
-    nxt, twin_nxt = buf.sample(64), twin.sample(64)
-    np.testing.assert_array_equal(nxt.indices, twin_nxt.indices)
-    np.testing.assert_array_equal(tw.indices, b.indices)
-    check_her_batch(buf.sample_at(b.indices), stream, "future", 1, 0.99)  # no goals: none relabeled
-    assert (buf.sample_at(b.indices).obs["desired_goal"][:, 0] < 0).all()
-
-
-@pytest.mark.parametrize(
-    "indices, goal_indices, match",
-    [
-        ([10], None, "does not hold a transition"),  # the terminal row of the 10-step episode
-        ([64], None, "out of range"),
-        ([-1], None, "out of range"),
-        ([], None, "indices is empty"),
-        ([0, 1], [3], "goal_indices has 1 entries"),
-        ([2], [12], "not a transition of that sample's episode"),
-    ],
-)
-def test_sample_at_refuses_rows_without_transitions_and_foreign_goals(indices, goal_indices, match):
-    buf, _ = _single_episode(length=10)
-    HERStream(buf, RefBuffer(64, 1), 1).step(["step"])  # a second, running episode at rows 11..12
-    state = pickle.dumps(buf.state_dict())
-    with pytest.raises(InvalidValueError, match=match):
-        buf.sample_at(np.array(indices, dtype=np.int64), goal_indices)
-    assert pickle.dumps(buf.state_dict()) == state
-
-
-def test_sample_at_of_a_plain_buffer_equals_sample_and_refuses_float_indices():
-    buf = rlcore.ReplayBuffer(64, seed=3)
-    for t in range(20):
-        buf.add(np.array([t], F32), np.zeros(1, F32), F32(t), t % 6 == 5, False, np.array([t + 1], F32))
-    b = buf.sample(32, n_step=3, gamma=0.9)
-    again = buf.sample_at(b.indices, n_step=3, gamma=0.9)
-    for field in ("obs", "obs_next", "act", "rew", "terminated", "truncated", "discount", "indices"):
-        np.testing.assert_array_equal(getattr(again, field), getattr(b, field))
-    with pytest.raises(DTypeError):
-        buf.sample_at(b.indices.astype(np.float64))

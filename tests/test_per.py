@@ -9,8 +9,8 @@ import rlcore
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from reference import RefBuffer, chi2_critical, chi2_stat, per_weights
+from reference_stream import Stream, check_against_reference, index_rows
 from rlcore.errors import DTypeError, InvalidValueError, RlcoreError, SaveFileError, ShapeError
-from test_buffer import Stream, _rows, check_against_reference
 
 F32 = np.float32
 
@@ -72,7 +72,7 @@ def test_sampling_frequencies_follow_priorities_chi_square(alpha):
     leaves = buf.priorities(np.arange(buf.capacity))
     counts = np.zeros(buf.capacity)
     for _ in range(200):
-        np.add.at(counts, _rows(buf.sample(256).indices), 1)
+        np.add.at(counts, index_rows(buf.sample(256).indices), 1)
     total = counts.sum()
     assert counts[leaves == 0].sum() == 0, "a zero-priority row was sampled"
     expected = total * leaves[rows] / leaves.sum()
@@ -121,7 +121,7 @@ def test_tree_drift_million_updates_never_return_zero_priority_or_terminal_row()
     counts = np.zeros(buf.capacity)
     big = leaves > 1e-6 * leaves.max()
     for _ in range(100):
-        np.add.at(counts, _rows(buf.sample(256).indices), 1)
+        np.add.at(counts, index_rows(buf.sample(256).indices), 1)
     assert counts[~big].sum() <= 5, "rows with negligible priority were drawn far too often"
 
 
@@ -328,7 +328,7 @@ def test_sampled_index_is_skipped_only_while_its_row_holds_no_transition(becomes
         _add1(buf, t)
     row = 3
     b = buf.sample(256)
-    assert row in _rows(b.indices)  # handed out by sample for the transition of step 3
+    assert row in index_rows(b.indices)  # handed out by sample for the transition of step 3
     # steps 7..10 overwrite rows 7, 0, 1, 2; with "terminal row", step 10 ends the episode and
     # its final observation takes row 3, else row 3 is the open row holding obs 11
     for t in range(7, 11):
@@ -343,10 +343,10 @@ def test_sampled_index_is_skipped_only_while_its_row_holds_no_transition(becomes
     for _ in range(9):
         res = _add1(buf, t)
         t += 1
-        if _rows(res.indices)[0] == row:
+        if index_rows(res.indices)[0] == row:
             break
         assert buf.update_priorities(np.array([row]), np.array([9.0])) == 1
-    assert _rows(res.indices).tolist() == [row]
+    assert index_rows(res.indices).tolist() == [row]
     assert buf.update_priorities(np.array([row]), np.array([9.0])) == 0
     np.testing.assert_allclose(buf.priorities(np.array([row])), 9.0 + 1e-9, rtol=1e-12)
 
@@ -359,7 +359,7 @@ def test_huge_priorities_that_overflow_the_tree_total_are_rejected_or_sampled_co
         buf.update_priorities(np.array([0, 1]), np.array([1e308, 1e308]))
     except InvalidValueError:
         return
-    idx = _rows(buf.sample(64).indices)
+    idx = index_rows(buf.sample(64).indices)
     assert set(idx.tolist()) <= {0, 1}, idx
 
 
@@ -443,7 +443,7 @@ def test_weights_are_positive_and_finite_for_priorities_hundreds_of_decades_apar
             b.weights, _weights_reference(buf, buf.priorities(b.indices), beta), rtol=1e-5
         )
     # the subnormal rows are drawn too (each has a probability of ~1e-598, so none is expected)
-    assert set(_rows(buf.sample(256).indices).tolist()) <= set(rows[1::2].tolist())
+    assert set(index_rows(buf.sample(256).indices).tolist()) <= set(rows[1::2].tolist())
 
 
 @pytest.mark.parametrize(
@@ -583,7 +583,7 @@ def test_prioritized_her_follows_priorities_and_relabels():
     n = 0
     for _ in range(100):
         b = buf.sample(128)
-        np.add.at(counts, _rows(b.indices), 1)
+        np.add.at(counts, index_rows(b.indices), 1)
         relabeled += int((np.abs(b.obs["desired_goal"]).sum(axis=1) > 0).sum())
         n += 128
         assert b.weights is not None and np.all(b.weights <= 1.0 + 1e-6)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rlcore
+from her_stream import HERStream, asym_reward
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import RefBuffer, chi2_critical, chi2_stat, fetch_reward
+from reference_stream import KINDS, Stream, assert_obs_equal, index_rows, obs_at
 from rlcore.errors import ApiUsageError, DTypeError, EmptyBufferError, InvalidValueError, ShapeError
-from test_buffer import KINDS, Stream, _rows, assert_obs_equal, obs_at
-from test_her import HERStream, asym_reward
 
 F32 = np.float32
 
@@ -58,7 +58,7 @@ def check_sequences(batch, ref: RefBuffer, length: int, n_step: int, gamma: floa
     assert batch.mask.dtype == batch.is_first.dtype == batch.terminated.dtype == np.bool_
     for flag in (batch.mask, batch.is_first, batch.terminated, batch.truncated):
         assert flag.view(np.uint8).max() <= 1
-    for i, p in enumerate(_rows(batch.start_indices).tolist()):
+    for i, p in enumerate(index_rows(batch.start_indices).tolist()):
         assert p in eligible, f"start {p} is not an eligible start"
         e, t = eligible[p]
         want = ref_sequence(ref, e, t, length, n_step, gamma)
@@ -216,7 +216,7 @@ def test_starts_are_uniform_over_eligible_starts_chi_square():
         draws = 0
         for _ in range(40):
             batch = buf.sample_sequences(500, 3, burn_in=1, pad=pad)
-            for p in _rows(batch.start_indices).tolist():
+            for p in index_rows(batch.start_indices).tolist():
                 counts[p] += 1  # KeyError: an ineligible start
             draws += 500
         expected = np.full(len(eligible), draws / len(eligible))
@@ -240,7 +240,7 @@ def test_prioritized_starts_are_drawn_in_proportion_to_priority_chi_square():
     draws = 0
     for _ in range(60):
         batch = buf.sample_sequences(400, 3, pad=False)
-        for p in _rows(batch.start_indices).tolist():
+        for p in index_rows(batch.start_indices).tolist():
             counts[p] += 1
         draws += 400
         np.testing.assert_allclose(batch.weights, (buf.priorities(batch.start_indices) /
@@ -269,10 +269,10 @@ def test_update_sequence_priorities_sets_the_r2d2_mixture_over_valid_steps():
     assert skipped == 0
     got = buf.priorities(batch.start_indices)
     last = {}
-    for i, p in enumerate(_rows(batch.start_indices).tolist()):
+    for i, p in enumerate(index_rows(batch.start_indices).tolist()):
         a = np.abs(td[i][mask[i]].astype(np.float64))
         last[p] = (0.9 * a.max() + 0.1 * a.mean() + 1e-3) ** 0.7  # the last update of a row wins
-    np.testing.assert_allclose(got, [last[p] for p in _rows(batch.start_indices).tolist()], rtol=1e-9)
+    np.testing.assert_allclose(got, [last[p] for p in index_rows(batch.start_indices).tolist()], rtol=1e-9)
     # without a mask every step counts
     buf.update_sequence_priorities(batch.start_indices[:1], td[:1], eta=0.0)
     np.testing.assert_allclose(buf.priorities(batch.start_indices[:1]), (np.abs(td[0]).mean() + 1e-3) ** 0.7,
@@ -289,9 +289,9 @@ def test_stored_recurrent_state_is_returned_from_each_sequence_first_step():
     batch = buf.sample_sequences(64, 4, burn_in=3, state=("h", "c"))
     assert batch.state["h"].shape == (64, 4) and batch.state["c"].shape == (64, 2)
     assert "h" not in batch.extras and "c" not in batch.extras
-    np.testing.assert_array_equal(batch.state["h"], buf.column("h")[_rows(batch.start_indices)])
-    np.testing.assert_array_equal(batch.state["c"], buf.column("c")[_rows(batch.start_indices)])
-    assert np.array_equal(batch.indices[:, 0], _rows(batch.start_indices))
+    np.testing.assert_array_equal(batch.state["h"], buf.column("h")[index_rows(batch.start_indices)])
+    np.testing.assert_array_equal(batch.state["c"], buf.column("c")[index_rows(batch.start_indices)])
+    assert np.array_equal(batch.indices[:, 0], index_rows(batch.start_indices))
     per_step = buf.sample_sequences(8, 4, burn_in=3)
     assert per_step.extras["h"].shape == (8, 7, 4) and per_step.state == {}
 
@@ -345,7 +345,7 @@ def test_her_relabels_one_goal_per_sequence_and_recomputes_every_reward(reward, 
     n_step, gamma = 2, 0.9
     batch = buf.sample_sequences(200, 4, burn_in=1, n_step=n_step, gamma=gamma)
     relabeled = 0
-    for i, p in enumerate(_rows(batch.start_indices).tolist()):
+    for i, p in enumerate(index_rows(batch.start_indices).tolist()):
         e, t = ref.locate(p)
         env = ref.envs[e]
         s, end = env.bounds(t)
@@ -409,7 +409,7 @@ def test_bad_sequence_arguments_raise_typed_errors_and_change_nothing():
 def test_sequence_start_mass_counts_the_starts_and_refuses_bad_arguments():
     buf, _ = _simple(40)
     count, mass = buf.sequence_start_mass(3, burn_in=1)
-    starts = {int(i) for _ in range(50) for i in _rows(buf.sample_sequences(64, 3, burn_in=1).start_indices)}
+    starts = {int(i) for _ in range(50) for i in index_rows(buf.sample_sequences(64, 3, burn_in=1).start_indices)}
     assert count == mass == len(starts) > 0  # every eligible start is drawn, and only those
     assert buf.sequence_start_mass(1) == (len(buf), float(len(buf)))  # L = 1: every transition
     assert rlcore.ReplayBuffer(10).sequence_start_mass(2) == (0, 0.0)
@@ -427,7 +427,7 @@ def test_sequence_start_mass_counts_the_starts_and_refuses_bad_arguments():
 def test_bad_sequence_priority_updates_raise_typed_errors_and_write_nothing():
     buf, _ = _simple(40, prioritized=True)
     batch = buf.sample_sequences(4, 3)
-    rows = np.array(sorted(set(_rows(batch.start_indices).tolist())))
+    rows = np.array(sorted(set(index_rows(batch.start_indices).tolist())))
     before = buf.priorities(rows)
     td = np.ones((4, 3))
     cases = [

@@ -21,11 +21,12 @@ run's configuration as JSON text; ``load_policy("FILE.npz")`` reads it with ``al
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -305,7 +306,6 @@ def load_policy(source: str | Path, *, device: str = "cpu") -> TrainedPolicy:
         ValueError: the run's algorithm is unknown.
     """
     from rlcore.algos.common import resolve_device
-    from rlcore.errors import CheckpointError
 
     source = Path(source)
     if source.is_file():
@@ -315,19 +315,13 @@ def load_policy(source: str | Path, *, device: str = "cpu") -> TrainedPolicy:
     state = ckpt_format.load(run_dir / "checkpoint").part("algorithm")  # refused here unless it is data
     args = info["args"]
     name, env_id = str(args["algo"]), str(args["env"])
-    envs = make_eval_envs(env_id, 1)
-    obs_space, act_space = envs.single_observation_space, envs.single_action_space
-    envs.close()
+    obs_space, act_space = _spaces(env_id)
     algorithm = _build(name, info, obs_space, act_space, resolve_device(device))
     if name in ("gail", "dac"):  # the generator's state
         state = state["generator"]
-    try:
+    where = run_dir / "checkpoint"
+    with _weights_fit(f"{where}: its weights do not fit the {name} that config.json describes"):
         algorithm.load_state_dict(state)
-    except Exception as e:  # noqa: BLE001 - whatever a state_dict that does not fit raises
-        raise CheckpointError(
-            f"{run_dir / 'checkpoint'}: its weights do not fit the {name} that config.json describes: "
-            f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-        ) from e
     return TrainedPolicy(
         algorithm,
         algo=name,
@@ -352,6 +346,27 @@ def _portable(info: Mapping[str, Any]) -> dict[str, Any]:
         "args": {"algo": info["args"]["algo"], "env": info["args"]["env"]},
         **{k: info[k] for k in keys if k in info},
     }
+
+
+def _spaces(env_id: str) -> tuple[gym.Space[Any], gym.Space[Any]]:
+    """The single observation and action spaces of ``env_id``'s evaluation env."""
+    envs = make_eval_envs(env_id, 1)
+    spaces = envs.single_observation_space, envs.single_action_space
+    envs.close()
+    return spaces
+
+
+@contextlib.contextmanager
+def _weights_fit(message: str) -> Iterator[None]:
+    """Turn whatever loading a ``state_dict`` that does not fit raises into a ``CheckpointError``:
+    ``message`` and the first line of the error."""
+    from rlcore.errors import CheckpointError
+
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - whatever a state_dict that does not fit raises
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CheckpointError(f"{message}: {type(e).__name__}: {first}") from e
 
 
 def _load_policy_file(path: Path, device: Any) -> TrainedPolicy:
@@ -379,9 +394,7 @@ def _load_policy_file(path: Path, device: Any) -> TrainedPolicy:
         raise CheckpointError(
             f"{path}: policy file version {version!r}; this rlcore reads version {POLICY_FILE_VERSION}"
         )
-    envs = make_eval_envs(env_id, 1)
-    obs_space, act_space = envs.single_observation_space, envs.single_action_space
-    envs.close()
+    obs_space, act_space = _spaces(env_id)
     algorithm = _build(name, info, obs_space, act_space, device)
     parts: dict[str, dict[str, Any]] = {}
     for key, array in arrays.items():
@@ -392,14 +405,9 @@ def _load_policy_file(path: Path, device: Any) -> TrainedPolicy:
         raise CheckpointError(
             f"{path}: holds the networks {sorted(parts)}, a {name} acts with {sorted(expected)}"
         )
-    try:
+    with _weights_fit(f"{path}: its weights do not fit the {name} its header describes"):
         for part, state in parts.items():
             getattr(algorithm, part).load_state_dict(state)
-    except Exception as e:  # noqa: BLE001 - whatever a state_dict that does not fit raises
-        raise CheckpointError(
-            f"{path}: its weights do not fit the {name} its header describes: "
-            f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-        ) from e
     return TrainedPolicy(
         algorithm, algo=name, env_id=env_id, observation_space=obs_space, action_space=act_space, info=info
     )

@@ -38,7 +38,7 @@ Dimension letters: B batch, O flat observation, A action, X = O + A.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import gymnasium as gym
@@ -66,11 +66,10 @@ from rlcore.algos.common import (
     set_generator_state,
     torch_generator,
 )
-from rlcore.algos.sac import SAC, SACConfig
+from rlcore.algos.sac import SAC, SACConfig, SACStats
 from rlcore.batch import TransitionBatch
 from rlcore.buffers.draws import DatasetDraws
 from rlcore.errors import ApiUsageError, InvalidValueError
-from rlcore.stats import not_logged
 
 __all__ = ["DAC", "DACConfig", "DACStats"]
 
@@ -123,10 +122,11 @@ class DACConfig:
         )
 
 
-@dataclass(frozen=True)
-class DACStats:
-    """Statistics of one :meth:`DAC.update`: the discriminator steps, the relabelled reward, then
-    the SAC step (its fields as :class:`~rlcore.algos.sac.SACStats`)."""
+@dataclass(frozen=True, kw_only=True)
+class DACStats(SACStats):
+    """Statistics of one :meth:`DAC.update`: the discriminator steps and the relabelled reward
+    below, then the SAC step's fields as :class:`~rlcore.algos.sac.SACStats` documents them (its
+    Q values and TD errors in units of the learned reward)."""
 
     disc_loss: float
     """Discriminator loss (BCE plus the weighted gradient penalty), mean over its steps."""
@@ -144,22 +144,6 @@ class DACStats:
     """Reward ``r_a`` of the absorbing state in this update (NaN: absorbing states off)."""
     policy_absorbing_share: float
     """Running estimate ``s_pi`` of the replay's absorbing share (NaN: off)."""
-    critic_loss: float
-    """SAC: mean squared soft TD error, summed over the two critics."""
-    actor_loss: float
-    """SAC: actor loss of the latest actor step."""
-    alpha_loss: float
-    """SAC: temperature loss of the latest actor step."""
-    alpha: float
-    """SAC: entropy temperature."""
-    entropy: float
-    """SAC: mean ``-log pi(a|o)`` in nats."""
-    q_mean: float
-    """SAC: mean ``Q_1(o, a)`` (in units of the learned reward)."""
-    td_abs_mean: float
-    """SAC: mean absolute soft TD error of the first critic."""
-    priorities: np.ndarray | None = not_logged()
-    """SAC's new PER priorities float32 ``[B]`` when the batch carried weights, else ``None``."""
 
 
 class DAC:
@@ -213,7 +197,7 @@ class DAC:
         self.gamma = float(gamma)
         self.torch_rng = torch_generator(config.seed, self.device, stream=2)
         # expert pairs come from DAC's own stream, not the expert buffer's: checkpoints hold it
-        self.expert_draws = DatasetDraws(expert, (config.seed, 3))  # type: ignore[arg-type] # a SeedSequence entropy
+        self.expert_draws = DatasetDraws(expert, (config.seed, 3))
         bounds = action_bounds(action_space)
         self._bounds = None if bounds is None else tuple(torch.as_tensor(b, device=self.device) for b in bounds)
         self.expert_absorbing_share = expert_absorbing_share(expert) if config.absorbing else float("nan")
@@ -328,6 +312,7 @@ class DAC:
         # 4. One SAC step on the relabelled batch.
         gen = self.generator.update(batch._replace(rew=rew_B))
         return DACStats(
+            **{f.name: getattr(gen, f.name) for f in fields(gen)},
             disc_loss=float(np.mean(losses)),
             disc_expert_acc=step.expert_acc,
             disc_policy_acc=step.policy_acc,
@@ -336,14 +321,6 @@ class DAC:
             env_reward=float(batch.rew.float().mean()),
             absorbing_reward=r_abs,
             policy_absorbing_share=share,
-            critic_loss=gen.critic_loss,
-            actor_loss=gen.actor_loss,
-            alpha_loss=gen.alpha_loss,
-            alpha=gen.alpha,
-            entropy=gen.entropy,
-            q_mean=gen.q_mean,
-            td_abs_mean=gen.td_abs_mean,
-            priorities=gen.priorities,
         )
 
     def state_dict(self) -> dict[str, Any]:

@@ -26,13 +26,15 @@ class DatasetDraws:
 
     Args:
         buffer: an rlcore buffer (``capacity``, ``is_transition``, ``sample_at``).
-        seed: seed of the generator (``None``: fresh entropy).
+        seed: seed of the generator: an int, a ``(seed, stream)`` pair (numpy's SeedSequence
+            entropy: one run seed, an independent stream per user of it, e.g. an offline trainer's
+            ``(config.seed, 4)``), or ``None`` (fresh entropy).
 
     Raises:
         InvalidValueError: the buffer holds no transition (a ``ValueError``).
     """
 
-    def __init__(self, buffer: Any, seed: int | None) -> None:
+    def __init__(self, buffer: Any, seed: int | tuple[int, int] | None) -> None:
         self.buffer = buffer
         self.rows = np.flatnonzero(np.asarray(buffer.is_transition(np.arange(buffer.capacity))))
         if self.rows.size == 0:

@@ -144,6 +144,51 @@ def seal(body: Mapping[str, Any]) -> str:
     return f"crc32c:{_crc32c(np.frombuffer(canon.encode('ascii'), np.uint8), 0):08x}"
 
 
+def read_manifest(
+    mpath: Path, *, manifest_format: str, version: int, error: type[Exception], what: str
+) -> dict[str, Any]:
+    """The manifest ``mpath`` after the checks every rlcore save makes of its manifest first (a
+    buffer save's, a checkpoint's, a sharded buffer save's): UTF-8 JSON, an object of
+    ``manifest_format`` (its ``format``) and of this rlcore's ``version``. ``what`` names the kind
+    of save in the messages. Its checksum is :func:`check_seal`'s to check, its fields the
+    caller's.
+
+    Raises:
+        FileNotFoundError: there is no ``mpath`` (what that means is the caller's to say).
+        error: ``mpath`` cannot be read or fails a check (the message names it).
+    """
+    try:
+        text = mpath.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{mpath} cannot be read: {e}") from e
+    try:
+        manifest = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{mpath} is corrupt: {e}") from e
+    if not isinstance(manifest, dict) or manifest.get("format") != manifest_format:
+        raise error(f"{mpath} is not an rlcore {what} manifest")
+    if manifest.get("version") != version:
+        got = manifest.get("version")
+        raise error(f"{mpath} has format version {got!r}; this rlcore reads version {version}")
+    return manifest
+
+
+def check_seal(manifest: Mapping[str, Any], mpath: Path, error: type[Exception]) -> None:
+    """Check that the manifest read from ``mpath`` holds its own :func:`seal` as ``checksum``.
+
+    Raises:
+        error: it does not (the manifest was edited or damaged after the save).
+    """
+    try:
+        ok = manifest.get("checksum") == seal(manifest)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise error(f"{mpath} fails its checksum: it was edited or damaged after the save")
+
+
 def file_crc32c(path: Path) -> str:
     """The CRC-32C of the file at ``path`` as 8 hex digits (the file is mapped, not read into
     memory).

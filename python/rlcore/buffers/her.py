@@ -306,6 +306,8 @@ class HERReplayBuffer(ReplayBuffer):
 
     @classmethod
     def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
+        """An empty buffer of ``config`` (:meth:`_config`'s), with ``kwargs``' ``compute_reward``
+        (a Python reward is not in the config) and ``seed`` (``None``: from the OS)."""
         compute_reward = kwargs.get("compute_reward")
         threshold = config.get("distance_threshold")
         if threshold is None and compute_reward is None:
@@ -321,6 +323,7 @@ class HERReplayBuffer(ReplayBuffer):
         return cls(
             config["capacity"],
             num_envs=config["num_envs"],
+            seed=kwargs.get("seed"),
             strategy=config["strategy"],
             future_k=config["future_k"],
             compute_reward=None if threshold is not None else compute_reward,

@@ -327,28 +327,14 @@ def _read_manifest(root: Path) -> tuple[dict[str, Any], dict[str, tuple[str, int
     """The checked manifest of ``root`` and its files: part name -> (file name, CRC-32C)."""
     mpath = root / MANIFEST
     try:
-        text = mpath.read_text(encoding="utf-8")
+        m = generations.read_manifest(
+            mpath, manifest_format=FORMAT, version=VERSION, error=SaveFileError, what="buffer"
+        )
     except FileNotFoundError as e:
         raise SaveFileError(
             f"{root}: no {MANIFEST} (not a saved rlcore buffer, or the save never finished)"
         ) from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise SaveFileError(f"{root} is not a readable saved rlcore buffer directory: {e}") from e
-    try:
-        m = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SaveFileError(f"{mpath} is corrupt: {e}") from e
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise SaveFileError(f"{mpath} is not an rlcore buffer manifest")
-    version = m.get("version")
-    if version != VERSION:
-        raise SaveFileError(f"{mpath} has format version {version!r}; this rlcore reads {VERSION}")
-    try:
-        ok = m.get("checksum") == seal(m)
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise SaveFileError(f"{mpath} fails its checksum: the manifest was edited or damaged after the save")
+    generations.check_seal(m, mpath, SaveFileError)
     for key in ("config", "schema", "data_dir", "files"):
         if key not in m:
             raise SaveFileError(f"{mpath} lacks '{key}'")

@@ -135,27 +135,20 @@ def _previous(root: Path) -> generations.Generation | None:
 def _read_shard_manifest(root: Path) -> dict[str, Any]:
     mpath = root / _SHARDED_MANIFEST
     try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        manifest = generations.read_manifest(
+            mpath,
+            manifest_format=_SHARDED_FORMAT,
+            version=_SHARDED_VERSION,
+            error=SaveFileError,
+            what="sharded buffer",
+        )
     except FileNotFoundError as e:
         raise SaveFileError(f"{root}: no {_SHARDED_MANIFEST} (not a sharded buffer save)") from e
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SaveFileError(f"{mpath} is unreadable or corrupt: {e}") from e
-    if (
-        not isinstance(manifest, dict)
-        or manifest.get("format") != _SHARDED_FORMAT
-        or manifest.get("version") != _SHARDED_VERSION
-    ):
-        raise SaveFileError(f"{mpath} is not a sharded rlcore buffer manifest of version {_SHARDED_VERSION}")
     names = manifest.get("shards")
     if not isinstance(names, list) or len(names) != manifest.get("num_shards"):
         raise SaveFileError(f"{mpath} lists {names!r} for num_shards={manifest.get('num_shards')!r}")
     for name in [manifest.get("data_dir"), *names]:
         if not generations.plain_name(name):
             raise SaveFileError(f"{mpath} names a folder that is not a plain name: {name!r}")
-    try:
-        ok = manifest.get("checksum") == generations.seal(manifest)
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise SaveFileError(f"{mpath} fails its checksum: it was edited or damaged after the save")
+    generations.check_seal(manifest, mpath, SaveFileError)
     return manifest

@@ -290,37 +290,43 @@ class ShardedReplayBuffer:
     def _assemble(
         self, replies: list[Any], beta: float | None, j: int, out: TransitionBatch | None
     ) -> TransitionBatch:
+        """Batch ``j`` of the shards' sample replies (each ``(batches, stats)``) as one
+        TransitionBatch; the replies' stats become the shards' current ones."""
         self._stats = np.array([r[1] for r in replies], dtype=np.float64)
         parts = [(s, r[0][j]) for s, r in enumerate(replies) if r[0][j] is not None]
-        fields = [[p[1][k] for p in parts] for k in range(10)]
-        o = out
-        indices = _concat(
-            [p[7] + s * self.shard_capacity for s, p in parts], None if o is None else o.indices
-        )
-        weights = None
-        if fields[8][0] is not None:
-            pmin_S = self._stats[:, 2]
-            pmin = pmin_S.min()
-            scaled = []
-            for s, w in zip((p[0] for p in parts), fields[8], strict=True):
-                f = (pmin / pmin_S[s]) ** beta if beta else 1.0
-                scaled.append(w if f == 1.0 else (w * f).astype(np.float32))
-            weights = _concat(scaled, None if o is None else o.weights)
-        extras = {
-            k: _concat([e[k] for e in fields[9]], None if o is None else o.extras[k]) for k in fields[9][0]
-        }
-        return TransitionBatch(
-            obs=_concat(fields[0], None if o is None else o.obs),
-            act=_concat(fields[1], None if o is None else o.act),
-            rew=_concat(fields[2], None if o is None else o.rew),
-            obs_next=_concat(fields[3], None if o is None else o.obs_next),
-            terminated=_concat(fields[4], None if o is None else o.terminated),
-            truncated=_concat(fields[5], None if o is None else o.truncated),
-            discount=_concat(fields[6], None if o is None else o.discount),
-            indices=indices,
-            weights=weights,
-            extras=extras,
-        )
+        return self._join(TransitionBatch, parts, self._stats[:, 2], beta, out)
+
+    def _join(
+        self,
+        cls: type[Any],
+        parts: list[tuple[int, tuple[Any, ...]]],
+        pmin_S: np.ndarray,
+        beta: float | None,
+        out: Any,
+    ) -> Any:
+        """One ``cls`` batch (TransitionBatch or SequenceBatch) from the shards' parts
+        ``[(shard, fields)]``: each field's rows in shard order (into ``out``'s arrays when given;
+        dicts key by key), indices made global (``shard * shard_capacity`` plus the shard's own;
+        -1, a sequence's padding, stays -1), PER weights rescaled to the smallest priority of all
+        shards (``pmin_S [S]``: each shard's smallest) as one buffer holding all would weight them."""
+        values: dict[str, Any] = {}
+        for k, name in enumerate(cls._fields):
+            rows = [p[k] for _, p in parts]
+            if name in ("indices", "start_indices"):
+                rows = [
+                    np.where(r >= 0, r + s * self.shard_capacity, -1) for (s, _), r in zip(parts, rows, strict=True)
+                ]
+            elif name == "weights":
+                if rows[0] is None:
+                    values[name] = None
+                    continue
+                pmin = pmin_S.min()
+                rows = [
+                    w if not beta or pmin == pmin_S[s] else (w * (pmin / pmin_S[s]) ** beta).astype(np.float32)
+                    for (s, _), w in zip(parts, rows, strict=True)
+                ]
+            values[name] = _concat(rows, None if out is None else getattr(out, name))
+        return cls(**values)
 
     def prefetch(
         self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99, batches_per_request: int = 1
@@ -394,41 +400,8 @@ class ShardedReplayBuffer:
         ]
         replies = ray.get(refs)
         stats = self._seq_stats[key] = np.array([r[1] for r in replies], dtype=np.float64)
-        return self._assemble_sequences(replies, stats[:, 2], out)
-
-    def _assemble_sequences(self, replies: list[Any], pmin_S: np.ndarray, out: SequenceBatch | None) -> SequenceBatch:
-        """One SequenceBatch from the shards' parts: rows in shard order, global indices,
-        weights rescaled to the smallest priority of all shards."""
-        fields = SequenceBatch._fields
-        at = {name: i for i, name in enumerate(fields)}
         parts = [(s, r[0]) for s, r in enumerate(replies) if r[0] is not None]
-
-        def joined(name: str, rows: list[Any]) -> Any:
-            return _concat(rows, None if out is None else getattr(out, name))
-
-        values: dict[str, Any] = {}
-        for name in fields:
-            rows = [p[at[name]] for _, p in parts]
-            if name == "indices":
-                rows = [np.where(r >= 0, r + s * self.shard_capacity, -1) for (s, _), r in zip(parts, rows, strict=True)]
-            elif name == "start_indices":
-                rows = [r + s * self.shard_capacity for (s, _), r in zip(parts, rows, strict=True)]
-            elif name == "weights":
-                if rows[0] is None:
-                    values[name] = None
-                    continue
-                pmin, beta = pmin_S.min(), self._beta
-                rows = [
-                    w if not beta or pmin == pmin_S[s] else (w * (pmin / pmin_S[s]) ** beta).astype(np.float32)
-                    for (s, _), w in zip(parts, rows, strict=True)
-                ]
-            elif name in ("extras", "state"):
-                values[name] = {
-                    k: _concat([r[k] for r in rows], None if out is None else getattr(out, name)[k]) for k in rows[0]
-                }
-                continue
-            values[name] = joined(name, rows)
-        return SequenceBatch(**values)
+        return self._join(SequenceBatch, parts, stats[:, 2], self._beta, out)
 
     # -- priorities ---------------------------------------------------------------------------
 

@@ -394,8 +394,9 @@ class DistributedTrainer(Trainer):
 def _her_shard_buffer(
     env_id: str | None, capacity: int, cfg: Mapping[str, Any], *, num_envs: int, seed: int | None
 ) -> Any:
-    """A HER shard; a Python ``compute_reward`` is rebuilt from ``env_id`` inside the shard (env
-    methods such as MuJoCo's do not pickle)."""
+    """A HER shard with every HER parameter of ``cfg`` (the local buffer's ``_config()``, read back
+    by ``HERReplayBuffer._from_config``); a Python ``compute_reward`` is rebuilt from ``env_id``
+    inside the shard (env methods such as MuJoCo's do not pickle)."""
     from rlcore import buffers
 
     compute_reward = None
@@ -407,19 +408,8 @@ def _her_shard_buffer(
         if env_id not in gym.registry:
             register_robotics()
         compute_reward = getattr(gym.make(env_id).unwrapped, "compute_reward")  # noqa: B009
-    per = {k: cfg[k] for k in ("alpha", "beta", "eps")} if cfg.get("prioritized") else {}
-    return buffers.HERReplayBuffer(
-        capacity,
-        num_envs=num_envs,
-        seed=seed,
-        strategy=cfg["strategy"],
-        future_k=cfg["future_k"],
-        compute_reward=compute_reward,
-        distance_threshold=cfg["distance_threshold"],
-        goal_keys=tuple(cfg["goal_keys"]),
-        prioritized=bool(cfg.get("prioritized")),
-        **per,
-    )
+    config = {**cfg, "capacity": capacity, "num_envs": num_envs}
+    return buffers.HERReplayBuffer._from_config(config, compute_reward=compute_reward, seed=seed)
 
 
 def shard_factory_like(

@@ -103,7 +103,7 @@ def _create_minari(
             eval_env=env_id,
             algorithm_name=algorithm_name,
             author="rlcore collect-expert",
-            code_permalink="https://github.com/rlcore/rlcore (python/rlcore/imitation.py)",
+            code_permalink="https://github.com/rlcore/rlcore (python/rlcore/imitation/)",
             description=description or f"rlcore collect-expert: {len(episodes)} episodes of {env_id}",
             data_format="hdf5",
         )

@@ -337,31 +337,18 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
     """The parsed ``checkpoint.json``, or ``None`` when there is none."""
     mpath = root / MANIFEST
     try:
-        text = mpath.read_text(encoding="utf-8")
+        manifest = generations.read_manifest(
+            mpath, manifest_format=FORMAT, version=VERSION, error=CheckpointError, what="checkpoint"
+        )
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{mpath} cannot be read: {e}") from e
-    try:
-        manifest = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{mpath} is corrupt: {e}") from e
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{mpath} is not an rlcore checkpoint manifest")
-    if manifest.get("version") != VERSION:
-        raise CheckpointError(
-            f"{mpath} has format version {manifest.get('version')!r}; this rlcore reads version {VERSION}"
-        )
     if not generations.plain_name(manifest.get("data_dir")):
         raise CheckpointError(
             f"{mpath} names a data folder that is not a plain name: {manifest.get('data_dir')!r}"
         )
-    try:
-        ok = manifest.get("checksum") == generations.seal(manifest)
-    except (TypeError, ValueError):
-        ok = False
+    generations.check_seal(manifest, mpath, CheckpointError)
     sums = manifest.get("crc32c")
-    if not ok or not (
+    if not (
         isinstance(sums, dict)
         and all(k in (TRAINER_FILE, COUNTERS_FILE, ENV_STATE_FILE) for k in sums)
         and all(isinstance(v, str) and _CRC.fullmatch(v) for v in sums.values())
