@@ -21,9 +21,11 @@ overlaps a write).
 
 Usage (CPU, one torch thread; about 3 minutes per version on 2 shared cores)::
 
-    PYTHONPATH=/work/main/python /work/main/.venv/bin/python benches/golden_trainers.py \
+    # in a checkout of the old version, then in one of the new version:
+    PYTHONPATH=python .venv/bin/python benches/golden_trainers.py \
         run /tmp/g/main.json --ckpt-dir /tmp/g/ck_main --resume-from /tmp/g/ck_main
-    wt-py benches/golden_trainers.py run /tmp/g/new.json --ckpt-dir /tmp/g/ck_new --resume-from /tmp/g/ck_main
+    PYTHONPATH=python .venv/bin/python benches/golden_trainers.py \
+        run /tmp/g/new.json --ckpt-dir /tmp/g/ck_new --resume-from /tmp/g/ck_main
     python benches/golden_trainers.py compare /tmp/g/main.json /tmp/g/new.json
 
 (the new version resumes from the old version's checkpoints: the format is unchanged).

@@ -13,11 +13,11 @@ reference returns) come from ``benches/offline_datasets.py`` (generated, never c
 d3rlpy 2.8.1 pins gymnasium 1.0.0 (rlcore's environment has a newer one), so it runs from a venv
 of its own, with rlcore's extension and Python package taken from the checkout::
 
-    python -m venv /work/runs/venv-d3rlpy      # with the Python of rlcore's venv (3.11)
-    /work/runs/venv-d3rlpy/bin/pip install d3rlpy==2.8.1 torch==2.15.0 numpy==2.4.6 scipy==1.17.1 \
+    python -m venv ../venv-d3rlpy      # with the Python of rlcore's venv (3.11)
+    ../venv-d3rlpy/bin/pip install d3rlpy==2.8.1 torch==2.15.0 numpy==2.4.6 scipy==1.17.1 \
         h5py==3.16.0 mujoco==3.11.0 imageio==2.38.2 tqdm==4.70.1 rich==15.0.0 matplotlib==3.11.2 \
         tensorboard==2.21.0
-    PYTHONPATH=python /work/runs/venv-d3rlpy/bin/python benches/offline_d3rlpy.py speed --data ...
+    PYTHONPATH=python ../venv-d3rlpy/bin/python benches/offline_d3rlpy.py speed --data ...
 
 (the versions are those of rlcore's venv, so both libraries run on the same torch and numpy;
 gymnasium 1.0.0's MuJoCo envs also import imageio).

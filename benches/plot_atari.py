@@ -7,7 +7,7 @@ vs sampling + gradient updates vs evaluation), and draws the evaluation return (
 mean +- std over the games of each evaluation) and the training return per life (clipped rewards)
 against env steps into one PNG. It can be rerun at any time while the run goes on.
 
-    python benches/plot_atari.py /work/runs/atari/breakout-s0 --out docs/img/atari_breakout_dqn.png
+    python benches/plot_atari.py runs/atari/breakout-s0 --out docs/img/atari_breakout_dqn.png
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Small, obviously-correct numpy reference implementations of DESIGN.md's semantics.
+"""Small, obviously-correct numpy reference implementations of the semantics in docs/ (replay-buffer, n-step, gae, her, per).
 
-Nothing here is fast; everything is written the way DESIGN.md states it, so that the Rust core
+Nothing here is fast; everything is written the way those pages state it, so that the Rust core
 can be compared against it row by row.
 
-Storage model (DESIGN.md, "The storage model"), per env:
+Storage model (docs/replay-buffer.md, "Storage model"), per env:
 
 * rows are numbered by an absolute counter ``a = 0, 1, 2, ...`` that never wraps; row ``a`` lives
   at physical row ``env * seg + a % seg`` and is alive while ``a >= head - seg``;
@@ -117,7 +117,7 @@ class RefEnv:
         return r.term or r.trunc or r.cut or (self.open and a == self.head - 2)
 
     def window(self, t: int, n_step: int) -> int:
-        """m of DESIGN.md's n-step definition."""
+        """m of docs/n-step.md's definition."""
         for k in range(1, n_step + 1):
             if self.ends_episode(t + k - 1):
                 return k
@@ -223,7 +223,7 @@ class RefBuffer:
 
 
 def nstep_returns(rew, terminated, truncated, n_step: int, gamma: float):
-    """DESIGN.md n-step over one env's stream [T]: (returns, discounts, horizons)."""
+    """docs/n-step.md over one env's stream [T]: (returns, discounts, horizons)."""
     rew = np.asarray(rew, np.float64)
     done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
     t_len = len(rew)
@@ -241,7 +241,7 @@ def nstep_returns(rew, terminated, truncated, n_step: int, gamma: float):
 
 
 def gae(rew, values, next_values, terminated, truncated, gamma: float, lam: float):
-    """DESIGN.md GAE over [T, N] (float64), written as the recursion reads."""
+    """docs/gae.md GAE over [T, N] (float64), written as the recursion reads."""
     rew, values, next_values = (np.asarray(x, np.float64) for x in (rew, values, next_values))
     term = np.asarray(terminated, bool)
     done = term | np.asarray(truncated, bool)

@@ -60,8 +60,7 @@ def _d4rl_arrays(episodes: list[Episode]) -> dict[str, np.ndarray]:
 
 
 def _reference(episodes: list[Episode], n: int, gamma: float, *, final_obs: bool) -> dict[str, np.ndarray]:
-    """Every transition the buffer must hold, in time order, with its n-step window (DESIGN.md,
-    "n-step"), built from the episodes alone. Without final observations (``final_obs=False``, the
+    """Every transition the buffer must hold, in time order, with its n-step window (docs/n-step.md), built from the episodes alone. Without final observations (``final_obs=False``, the
     D4RL layout without next_observations): a terminated episode keeps its last step with a
     placeholder (its own observation); a truncated or unfinished one loses its last step, and the
     step before ends it, truncated for a truncated episode."""

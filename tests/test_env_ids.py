@@ -1,7 +1,7 @@
 """Partial vector steps: ``add(..., env_ids=ids)`` (rows for a subset of envs, any order).
 
 Each env's stored stream, episode index, continuity cuts and n-step samples must be exactly what
-lock-step adds of the same per-env streams give (DESIGN.md, "Partial vector steps"); bad ids raise
+lock-step adds of the same per-env streams give (docs/replay-buffer.md, "Adding and sampling"); bad ids raise
 typed errors and leave the buffer unchanged."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One save-directory mechanism (rlcore.buffers.generations; DESIGN.md "Durability") for buffer
+"""One save-directory mechanism (rlcore.buffers.generations; docs/replay-buffer.md, "save and load") for buffer
 saves, trainer checkpoints and sharded buffer saves: saves written by older code still load and
 are replaced cleanly; checkpoints and sharded saves own only what they wrote, survive concurrent
 saves (threads and processes) and killed saves, and can be read while another process saves."""

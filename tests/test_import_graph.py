@@ -1,4 +1,4 @@
-"""The package's import graph runs one way (DESIGN.md, "Layout"): ``cli/`` on top, the native
+"""The package's import graph runs one way (README, "Where things live"): ``cli/`` on top, the native
 module at the bottom, no circles, no package reaching into another's private names.
 
 The graph is read from the source with ``ast`` (every ``import``/``from ... import`` of an rlcore

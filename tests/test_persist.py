@@ -1,4 +1,4 @@
-"""The save directory (rlcore.buffers.persist; DESIGN.md "Durability"): a save owns only
+"""The save directory (rlcore.buffers.persist; docs/replay-buffer.md, "save and load"): a save owns only
 what it wrote, concurrent saves leave one complete save, corrupt or edited saves are refused
 before anything is allocated, any column name round-trips, subclasses keep their class."""
 

@@ -5,7 +5,7 @@ same generated data in the same process. A peer that is not installed, or that f
 buffer is built, is skipped with the reason (``pytest.skip``); the skips are written to the file
 named by ``$RLCORE_BENCH_SKIPS`` so the report (``benches/report.py``) can list them next to the tables.
 
-Conventions (DESIGN.md "Performance model", issue 8):
+Conventions (docs/benchmarks.md, issue 8):
 
 - obs 17 float32, act 6 float32, capacity 200k, batch 256 unless a test says otherwise;
 - uniform buffers are filled to capacity (through the ring, so the steady state is measured)

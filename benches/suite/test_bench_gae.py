@@ -38,7 +38,7 @@ def rollout() -> dict[str, np.ndarray]:
 def numpy_gae(
     rew: np.ndarray, values: np.ndarray, next_values: np.ndarray, term: np.ndarray, trunc: np.ndarray
 ) -> Any:
-    """The reference recursion of DESIGN.md ("GAE"), vectorised over envs."""
+    """The reference recursion of docs/gae.md, vectorised over envs."""
     not_term = 1.0 - term.astype(np.float32)
     not_done = 1.0 - (term | trunc).astype(np.float32)
     adv = np.empty_like(rew)

@@ -407,7 +407,7 @@ def td_target(
     """The (n-step) TD target ``y = rew + discount * q_next`` ``[B]``, without gradient.
 
     ``rew`` is the buffer's n-step return and ``discount = gamma**m * (1 - terminated)``
-    (DESIGN.md "n-step"; Sutton & Barto 2018, eq. 7.1), so termination and window length are
+    (docs/n-step.md; Sutton & Barto 2018, eq. 7.1), so termination and window length are
     already folded in: never multiply by gamma again here. ``clip=(low, high)`` clamps the targets
     to the range of possible returns (Andrychowicz et al. 2017, appendix A).
 

@@ -1,7 +1,7 @@
 """A directory whose data lives in generation folders named by a manifest written last: the one
 mechanism under buffer saves (:mod:`rlcore.buffers.persist`), trainer checkpoints
 (:mod:`rlcore.trainers.checkpoint`) and sharded buffer saves (:mod:`rlcore.distributed.shard_files`);
-DESIGN.md "Durability".
+docs/replay-buffer.md, "save and load".
 
 A save directory ``d`` of one :class:`Kind` holds::
 

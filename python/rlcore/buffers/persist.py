@@ -1,6 +1,6 @@
 """The save directory of a replay buffer: how it is written, locked, checked and read.
 
-A save is a directory ``d`` (DESIGN.md "Durability")::
+A save is a directory ``d`` (docs/replay-buffer.md, "save and load")::
 
     d/manifest.json          written last, atomically: format, version, class name (for people;
                              never imported), config, column schema, the data folder, and for

@@ -1,6 +1,6 @@
 """Replay buffers backed by the Rust core (``rlcore._core.RawBuffer``).
 
-Storage model (DESIGN.md, "The storage model"): each env of a vector env owns a contiguous ring
+Storage model (docs/replay-buffer.md, "Storage model"): each env of a vector env owns a contiguous ring
 segment of ``capacity // num_envs`` rows. An episode of length L occupies L + 1 consecutive rows:
 L transition rows (o_t, a_t, r_t, terminated_t, truncated_t, extras) and one terminal row holding
 the final observation o_L. Every observation is stored once and ``obs_next`` of row t is always the

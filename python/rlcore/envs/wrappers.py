@@ -3,7 +3,7 @@
 Why rlcore keeps ``terminated`` and ``truncated`` apart by default: a time limit is usually not
 part of the task. When an episode is cut by ``TimeLimit`` the state it stopped in still has a
 future, so the learner must bootstrap from it: the buffer's ``discount`` is ``γ^m`` at a
-truncation and ``0`` only at a termination (DESIGN.md, "n-step"). Treating a
+truncation and ``0`` only at a termination (docs/n-step.md). Treating a
 truncation as a termination teaches the agent that the world ends at step T, which biases every
 value near the limit (Pardo et al. 2018, "Time Limits in Reinforcement Learning").
 

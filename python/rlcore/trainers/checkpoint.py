@@ -24,7 +24,7 @@ numpy scalars come back as numpy scalars; anything that is not a tensor, array o
 (``None``, bool, int, float, str, bytes, dict, list, tuple, set, torch dtype/device/size) is
 refused when saving, so every checkpoint written here loads.
 
-The directory is one of :mod:`rlcore.buffers.generations` (DESIGN.md, "Durability"): a save writes
+The directory is one of :mod:`rlcore.buffers.generations` (docs/replay-buffer.md, "save and load"): a save writes
 a fresh generation folder and fsyncs it, then replaces ``checkpoint.json``, then removes exactly the
 files the replaced manifest lists and the folders this empties; nothing else in the directory, whatever
 its name. Concurrent saves (threads or processes) take turns on ``rlcore.lock``, the last one wins;

@@ -1,4 +1,4 @@
-//! Episode queries on indices, O(1) each (DESIGN.md, "Episode index"), and what an index
+//! Episode queries on indices, O(1) each (docs/replay-buffer.md, "Views, episodes"), and what an index
 //! names now (see [`crate::index`]).
 
 use crate::error::{CoreError, Result};

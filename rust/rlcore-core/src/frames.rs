@@ -1,4 +1,4 @@
-//! Frame-stacked observations (DESIGN.md, "Frame stacks"): a buffer built with
+//! Frame-stacked observations (docs/frames.md): a buffer built with
 //! `frame_stack = k` is given observations that are stacks `[k, *F]` of the k newest frames
 //! (gymnasium's `FrameStackObservation`, stack axis first) and stores only the newest frame of
 //! each step, once, in the observation column of its row. The stack of a row is rebuilt at

@@ -23,7 +23,7 @@
 //!   import for save/load;
 //! - [`gae`]: GAE and n-step returns on raw arrays (independent of the buffer).
 //!
-//! Semantics are specified in DESIGN.md ("Returns, relabeling, priorities — exact semantics").
+//! Semantics are specified in docs/n-step.md, docs/her.md and docs/per.md.
 
 pub mod batch;
 pub mod checksum;

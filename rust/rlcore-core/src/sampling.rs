@@ -1,5 +1,5 @@
 //! Drawing rows (uniform and prioritized), n-step windows and the gather into caller-owned
-//! output arrays (DESIGN.md, "Returns, relabeling, priorities"). Relabeling is in `her`, the
+//! output arrays (docs/n-step.md, docs/her.md, docs/per.md). Relabeling is in `her`, the
 //! order of the steps in `replay`.
 
 use crate::batch::{BatchField, Field};

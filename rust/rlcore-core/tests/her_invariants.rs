@@ -7,7 +7,7 @@ use common::*;
 use rlcore_core::{Array, BatchOut, DType, GoalStrategy, HerConfig, Obs, ReplayCore, Steps};
 
 /// HER: goals come from the same episode at a step >= t (future) even after the ring wrapped
-/// twice (CASES.md #9), and the native reward is the Fetch threshold reward.
+/// twice (a peer library once drew goals from the episode that overwrote it), and the native reward is the Fetch threshold reward.
 /// One step of a one-env goal stream into a HER core: achieved goal `ag_before` before the
 /// step and `ag` after it, desired goal -1, reward -1, truncated as given.
 fn her_step(core: &mut ReplayCore, ag_before: f64, ag: f64, truncated: bool) {

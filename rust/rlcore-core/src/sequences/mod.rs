@@ -1,6 +1,6 @@
 //! Sequence replay for recurrent agents (R2D2: Kapturowski et al. 2019, "Recurrent Experience
 //! Replay in Distributed Reinforcement Learning"): fixed-length runs of consecutive steps of one
-//! episode of one env, gathered in one call (DESIGN.md, "Sequences").
+//! episode of one env, gathered in one call (docs/sequences.md).
 //!
 //! Exact semantics. Let `L = burn_in + seq_len`. An episode of env e whose surviving transition
 //! rows are the absolute rows `s .. end - 1` (`end` its terminal row, or for a running episode

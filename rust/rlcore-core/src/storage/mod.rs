@@ -1,4 +1,4 @@
-//! Episode-contiguous ring storage (DESIGN.md, "The storage model").
+//! Episode-contiguous ring storage (docs/replay-buffer.md, "Storage model").
 //!
 //! Each env owns one contiguous segment of `seg_len = capacity / num_envs` rows used as a ring.
 //! An episode of length L occupies L + 1 consecutive rows: L transition rows (holding o_t and the

@@ -27,7 +27,7 @@ pub fn ev() -> impl Strategy<Value = Ev> {
 }
 
 /// Reference: per env, the transitions written in order, with their episode number, plus the
-/// row accounting of DESIGN.md (L + 1 rows per episode, one fresh row when an episode opens).
+/// row accounting of docs/replay-buffer.md (L + 1 rows per episode, one fresh row when an episode opens).
 #[derive(Default, Clone)]
 pub struct RefEnv {
     /// (obs id, next obs id, rew, term, trunc, episode number, row number)
