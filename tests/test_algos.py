@@ -177,6 +177,21 @@ def test_ensemble_critic_cpu_member_loop_matches_batched_form() -> None:
         torch.testing.assert_close(g, p.grad)
 
 
+def test_squashed_actor_sample_n_is_forward_on_repeated_states() -> None:
+    """``sample_n`` runs the trunk once per state and draws the same noise as ``forward`` on each
+    state repeated N times: the same actions and log-densities, bit for bit."""
+    torch.manual_seed(0)
+    actor = SquashedGaussianActor(3, BOX_ACT, (8,))
+    x = torch.randn(6, 3)
+    g = torch.Generator().manual_seed(5)
+    act, log_prob = actor.sample_n(x, 4, generator=g)
+    assert act.shape == (6, 4, 2) and log_prob.shape == (6, 4)
+    g.manual_seed(5)
+    want_act, want_log_prob = actor(x.repeat_interleave(4, dim=0), generator=g)
+    torch.testing.assert_close(act.reshape(24, 2), want_act, rtol=0, atol=0)
+    torch.testing.assert_close(log_prob.reshape(24), want_log_prob, rtol=0, atol=0)
+
+
 def test_squashed_actor_action_is_forward_without_log_prob() -> None:
     actor = SquashedGaussianActor(3, BOX_ACT, (8,))
     x = torch.randn(6, 3)

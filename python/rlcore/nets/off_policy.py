@@ -122,13 +122,35 @@ class SquashedGaussianActor(nn.Module):
         u_BA, _, _ = self._pre_squash(obs_BO, deterministic, generator)
         return torch.tanh(u_BA) * self.action_scale + self.action_bias
 
+    def sample_n(
+        self, obs_BO: torch.Tensor, n: int, *, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` policy samples per state: ``act_BNA`` (float32 ``[B, N, A]``) and their log-densities
+        ``log_prob_BN`` (``[B, N]``), as :meth:`forward` gives them.
+
+        The trunk runs once per state and the N draws share its mean and standard deviation, so this
+        equals ``forward(obs_BO.repeat_interleave(n, dim=0))`` reshaped to ``[B, N, ...]``, the same
+        noise from ``generator`` included, at 1/N of the network's cost.
+        """
+        mean_BA, log_std_BA = self._gaussian(obs_BO)
+        mean_B1A, log_std_B1A = mean_BA.unsqueeze(1), log_std_BA.unsqueeze(1)
+        shape = (mean_BA.shape[0], n, mean_BA.shape[1])
+        eps_BNA = torch.randn(shape, generator=generator, device=mean_BA.device, dtype=mean_BA.dtype)
+        u_BNA = mean_B1A + log_std_B1A.exp() * eps_BNA
+        log_prob_BN = squashed_gaussian_log_prob(u_BNA, mean_B1A, log_std_B1A, self.action_scale)
+        return torch.tanh(u_BNA) * self.action_scale + self.action_bias, log_prob_BN
+
+    def _gaussian(self, obs_BO: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean_BA, log_std_BA)`` of the Gaussian before tanh, ``log_std`` bounded."""
+        mean_BA, log_std_BA = self.trunk(obs_BO).chunk(2, dim=-1)
+        log_std_BA = torch.tanh(log_std_BA)
+        return mean_BA, self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (log_std_BA + 1)
+
     def _pre_squash(
         self, obs_BO: torch.Tensor, deterministic: bool, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(u_BA, mean_BA, log_std_BA)``: the Gaussian sample (or mean) before tanh, and its parameters."""
-        mean_BA, log_std_BA = self.trunk(obs_BO).chunk(2, dim=-1)
-        log_std_BA = torch.tanh(log_std_BA)
-        log_std_BA = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (log_std_BA + 1)
+        mean_BA, log_std_BA = self._gaussian(obs_BO)
         if deterministic:
             return mean_BA, mean_BA, log_std_BA
         eps_BA = torch.randn(mean_BA.shape, generator=generator, device=mean_BA.device, dtype=mean_BA.dtype)
@@ -142,6 +164,7 @@ def squashed_gaussian_log_prob(
 
     ``log p(a) = sum_i [log N(u_i) - log(scale_i) - log(1 - tanh(u_i)^2)]`` (Haarnoja et al. 2018,
     eq. 21), with ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))`` for numerical stability.
+    Leading dimensions broadcast: ``[B, N, A]`` samples of ``[B, 1, A]`` parameters give ``[B, N]``.
     """
     normal_BA = -0.5 * ((u_BA - mean_BA) / log_std_BA.exp()) ** 2 - log_std_BA - 0.5 * math.log(2 * math.pi)
     log_det_BA = 2.0 * (math.log(2.0) - u_BA - nn.functional.softplus(-2.0 * u_BA))
