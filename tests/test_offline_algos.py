@@ -134,9 +134,11 @@ def test_cql_step_equals_the_papers_losses_in_the_previous_formulation(
     actor loss, computed the way ``CQL.update`` did before it was made faster: the policy network
     run on every state repeated N times, the critics in one pass over all 3N actions with
     out-of-place ReLU. The same draws from the algorithm's generator in the same order; the update's
-    statistics and the gradients it leaves on the critics and the actor agree to float rounding."""
+    statistics and the gradients it leaves on the critics and the actor agree to float rounding
+    (the critics here run in row blocks of 7, so the blocked sums are exercised)."""
     algo = _build(name)
     assert isinstance(algo, CQL)
+    algo.critic.CPU_BLOCK_ROWS = 7  # 16 states x 12 actions: 28 blocks, the last one short
     before = copy.deepcopy(algo)
     c, n, temp = algo.config, algo.config.n_actions, algo.config.cql_temperature
     batch = dataset.sample(16)

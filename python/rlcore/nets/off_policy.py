@@ -181,6 +181,9 @@ class EnsembleQNetwork(nn.Module):
         n_critics: K.
     """
 
+    CPU_BLOCK_ROWS: int = 512
+    """Rows per block of the CPU path (:meth:`forward`); an instance may set its own."""
+
     def __init__(
         self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (256, 256), n_critics: int = 2
     ) -> None:
@@ -206,6 +209,17 @@ class EnsembleQNetwork(nn.Module):
         matmuls are slow for the narrow shapes of the first and last layers (``[B, 1]`` outputs,
         outer-product gradients), which made the batched form ~13 % slower for a 2 x 256 x 256
         critic step plus actor step (measured with torch 2.15 / MKL, one thread).
+
+        The CPU path also runs the rows in blocks of :attr:`CPU_BLOCK_ROWS` (a batch of up to that
+        many rows is one block, as before). CQL's 3N sampled actions per state make 7680 rows, whose
+        ``[7680, 256]`` activations (7.5 MiB each) go through main memory between every matmul,
+        elementwise op and backward op, and whose ~45 MiB per step glibc hands back to the system
+        and page-faults in again the next step; a 512-row block's (0.5 MiB) stay in the core's
+        cache and its freed memory is reused. One CQL step with Hopper's shapes (B = 256, N = 10,
+        one thread, AMD EPYC with 1 MiB of L2 a core): 130 -> 101 ms of CPU, system time 15-19 ->
+        2-3 ms and ~9,000 -> ~1,100 minor page faults a step (256 to 1024 rows did about as well,
+        2048 rows 106 ms). Each row's Q is computed as without blocks; a weight's gradient is summed
+        block by block, which changes float rounding only.
         """
         x_BI = torch.cat([obs_BO, act_BA], dim=-1)
         if x_BI.device.type == "cuda":
@@ -214,14 +228,19 @@ class EnsembleQNetwork(nn.Module):
         # unbind (not indexing): its backward stacks the K gradients once, where K index ops would
         # each scatter into a zero-filled [K, in, out] tensor.
         members = [(layer.weight.unbind(0), layer.bias.unbind(0), relu) for layer, relu in self._layers]
+        blocks = x_BI.split(self.CPU_BLOCK_ROWS)
         q_B = []
         for k in range(self.n_critics):
-            x = x_BI
-            for w_K, b_K, relu in members:
-                x = torch.addmm(b_K[k], x, w_K[k])
-                if relu:
-                    x = torch.relu(x)
-            q_B.append(x.squeeze(-1))
+            q_blocks = []
+            for x in blocks:
+                for w_K, b_K, relu in members:
+                    x = torch.addmm(b_K[k], x, w_K[k])
+                    if relu:
+                        # in place: addmm's backward needs its inputs, not its output, and relu's
+                        # needs only its result, so one [rows, width] tensor a layer instead of two
+                        x = torch.relu_(x)
+                q_blocks.append(x.squeeze(-1))
+            q_B.append(q_blocks[0] if len(q_blocks) == 1 else torch.cat(q_blocks))
         return torch.stack(q_B)
 
 
