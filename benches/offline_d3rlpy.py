@@ -202,7 +202,8 @@ def evaluate(learner: Any, env_id: str, episodes: int = 10) -> float:
 def speed_command(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     refs = references(Path(args.data))
-    dataset = args.dataset or next(n for n in dataset_names(refs) if n.endswith("-medium-replay"))
+    names = dataset_names(refs)
+    dataset = args.dataset or next((n for n in names if n.endswith("-medium-replay")), names[0])
     path = Path(args.data) / f"{dataset}.hdf5"
     print(f"{refs['env']}, {dataset}", flush=True)
     out: dict[str, Any] = {"env": refs["env"], "dataset": dataset, "block": args.block, "rounds": args.rounds}
@@ -273,7 +274,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("speed")
     s.add_argument("--data", default="data/offline")
-    s.add_argument("--dataset", help="default: the medium-replay file of references.json")
+    s.add_argument("--dataset", help="default: the medium-replay file of references.json, else its first")
     s.add_argument("--algos", nargs="+", default=list(ALGOS))
     s.add_argument("--block", type=int, default=20)
     s.add_argument("--rounds", type=int, default=9)

@@ -41,6 +41,13 @@ these are made on) and to 10k on Pendulum (50 episodes). MuJoCo SAC stops as soo
 policy is kept (``--env-steps`` is the most it may take; it fails with the best return seen if the
 target is not reached); Pendulum trains to ``--env-steps``.
 
+``--random-only`` skips all of that and writes ``ENV-random.hdf5`` (D4RL's random sets:
+``--transitions`` steps of uniform random actions) and a ``references.json`` with the random
+reference return only: files of the right shapes in seconds, for ``offline_d3rlpy.py speed``
+(a gradient step costs the same whatever the data hold), not for scores::
+
+    python benches/offline_datasets.py --env Hopper-v5 --out data/offline/hopper-random --random-only --transitions 50000
+
 ``benches/offline_d3rlpy.py`` (``speed``, ``scores``) reads the env and the files from
 ``references.json``. Not part of the test suite."""
 
@@ -328,6 +335,36 @@ def make_datasets(args: argparse.Namespace) -> dict[str, Any]:
     return refs
 
 
+def make_random_dataset(args: argparse.Namespace) -> dict[str, Any]:
+    """``--random-only``: ``ENV-random.hdf5`` of uniform random actions and its references.json."""
+    t_start = time.perf_counter()
+    env_id, out, seed = args.env, Path(args.out), args.seed
+    out.mkdir(parents=True, exist_ok=True)
+    act_space = gym.make(env_id).action_space
+    assert isinstance(act_space, gym.spaces.Box)
+    rng = np.random.default_rng(seed)
+
+    def uniform(obs: np.ndarray) -> np.ndarray:
+        return rng.uniform(act_space.low, act_space.high, (1, *act_space.shape)).astype(np.float32)
+
+    transitions = args.transitions if args.transitions is not None else recipe(env_id).transitions
+    name = f"{dataset_prefix(env_id)}-random"
+    steps, returns = rollouts(env_id, uniform, transitions=transitions, seed=3_000)
+    write(out / f"{name}.hdf5", steps, env=env_id, policy="uniform random actions")
+    refs: dict[str, Any] = {
+        "env": env_id,
+        "random_return": mean_return(env_id, uniform, args.ref_episodes, 5_000),
+        "reference_episodes": args.ref_episodes,
+        "seed": seed,
+        "files": {name: file_summary(steps, returns)},
+        "wall_s": round(time.perf_counter() - t_start, 1),
+        "command": shlex.join(["python", "benches/offline_datasets.py", *sys.argv[1:]]),
+    }
+    (out / "references.json").write_text(json.dumps(refs, indent=2) + "\n")
+    print(json.dumps(refs, indent=2))
+    return refs
+
+
 def _shown(path: Path) -> str:
     """``path`` relative to the repository when inside it (``experts/Hopper-v5-sac.npz``)."""
     path = path.resolve()
@@ -362,8 +399,14 @@ def main() -> None:
         "--expert", help="expert policy file (default experts/ENV-sac.npz; 'none': SAC's final)"
     )
     parser.add_argument("--ref-episodes", type=int, default=20, help="episodes per reference return")
+    parser.add_argument(
+        "--random-only", action="store_true", help="only ENV-random.hdf5 (uniform random actions), no SAC"
+    )
     args = parser.parse_args()
-    make_datasets(args)
+    if args.random_only:
+        make_random_dataset(args)
+    else:
+        make_datasets(args)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from rlcore.algos.common import polyak_update, td_target, weighted_mean
 from rlcore.batch import TransitionBatch
 from rlcore.nets import (
     DiscreteQNetwork,
+    EnsembleLinear,
     EnsembleQNetwork,
     ObsEncoder,
     RunningMeanStd,
@@ -175,6 +176,51 @@ def test_ensemble_critic_cpu_member_loop_matches_batched_form() -> None:
     torch.testing.assert_close(out, ref)
     for g, p in zip(grads, q.parameters(), strict=True):
         torch.testing.assert_close(g, p.grad)
+
+
+@pytest.mark.parametrize("block_rows", [1, 4, 5, 7, 64])
+def test_ensemble_critic_cpu_row_blocks_match_one_pass(block_rows: int) -> None:
+    """Rows in blocks of ``CPU_BLOCK_ROWS`` (even, uneven, one row, one block) give the values and
+    the parameter and input gradients of the critics written out in one pass, with ``torch.relu``
+    out of place (the CPU path before blocks and in-place ReLU)."""
+    torch.manual_seed(0)
+    q = EnsembleQNetwork(3, 2, (8, 8), n_critics=2)
+    q.CPU_BLOCK_ROWS = block_rows
+    obs, act = torch.randn(20, 3), torch.randn(20, 2, requires_grad=True)
+    weight_B = torch.randn(20)
+    out = q(obs, act)
+    (out.square() * weight_B).sum().backward()
+    grads = [p.grad.clone() for p in (*q.parameters(), act)]
+    q.zero_grad()
+    act.grad = None
+    layers = [m for m in q.net if isinstance(m, EnsembleLinear)]
+    ref_k = []
+    for k in range(2):
+        h = torch.cat([obs, act], -1)
+        for i, layer in enumerate(layers):
+            h = h @ layer.weight[k] + layer.bias[k]
+            h = torch.relu(h) if i + 1 < len(layers) else h
+        ref_k.append(h.squeeze(-1))
+    ref = torch.stack(ref_k)
+    (ref.square() * weight_B).sum().backward()
+    torch.testing.assert_close(out, ref)
+    for g, p in zip(grads, (*q.parameters(), act), strict=True):
+        torch.testing.assert_close(g, p.grad)
+
+
+def test_squashed_actor_sample_n_is_forward_on_repeated_states() -> None:
+    """``sample_n`` runs the trunk once per state and draws the same noise as ``forward`` on each
+    state repeated N times: the same actions and log-densities, bit for bit."""
+    torch.manual_seed(0)
+    actor = SquashedGaussianActor(3, BOX_ACT, (8,))
+    x = torch.randn(6, 3)
+    g = torch.Generator().manual_seed(5)
+    act, log_prob = actor.sample_n(x, 4, generator=g)
+    assert act.shape == (6, 4, 2) and log_prob.shape == (6, 4)
+    g.manual_seed(5)
+    want_act, want_log_prob = actor(x.repeat_interleave(4, dim=0), generator=g)
+    torch.testing.assert_close(act.reshape(24, 2), want_act, rtol=0, atol=0)
+    torch.testing.assert_close(log_prob.reshape(24), want_log_prob, rtol=0, atol=0)
 
 
 def test_squashed_actor_action_is_forward_without_log_prob() -> None:

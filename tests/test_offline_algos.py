@@ -15,6 +15,7 @@ from rlcore.algos.cql import CQL, CQLConfig, cql_gap
 from rlcore.algos.iql import IQL, IQLConfig, awr_weights, expectile_loss, iql_reward_scale
 from rlcore.algos.td3bc import TD3BC, TD3BCConfig, td3bc_actor_loss
 from rlcore.errors import InvalidValueError
+from rlcore.nets import EnsembleLinear, EnsembleQNetwork
 from rlcore.trainers.offline import OfflineTrainer, OfflineTrainerConfig
 
 SMALL = {"hidden": (32, 32), "seed": 3}
@@ -109,6 +110,93 @@ def test_cql_gap_reference() -> None:
                 lse = temp * np.log(np.sum(np.exp(x / temp)))
                 want[i] += (lse - q_data[i, j].item()) / b
         np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def _q_one_pass(critic: EnsembleQNetwork, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+    """``[K, X]``: each critic written out as ``relu(x W + b)`` layers, all X rows in one pass."""
+    layers = [m for m in critic.net if isinstance(m, EnsembleLinear)]
+    q_k = []
+    for k in range(critic.n_critics):
+        h = torch.cat([obs, act], -1)
+        for i, layer in enumerate(layers):
+            h = h @ layer.weight[k] + layer.bias[k]
+            h = torch.relu(h) if i + 1 < len(layers) else h
+        q_k.append(h.squeeze(-1))
+    return torch.stack(q_k)
+
+
+@pytest.mark.parametrize("name", ["cql", "cql-lagrange"])
+def test_cql_step_equals_the_papers_losses_in_the_previous_formulation(
+    name: str, dataset: rlcore.ReplayBuffer
+) -> None:
+    """One CQL update against its critic and actor losses written here from Kumar et al. 2020
+    (eq. 4 with Appendix F's importance-sampled log-sum-exp; eq. 31 with ``lagrange``) and SAC's
+    actor loss, computed the way ``CQL.update`` did before it was made faster: the policy network
+    run on every state repeated N times, the critics in one pass over all 3N actions with
+    out-of-place ReLU. The same draws from the algorithm's generator in the same order; the update's
+    statistics and the gradients it leaves on the critics and the actor agree to float rounding
+    (the critics here run in row blocks of 7, so the blocked sums are exercised)."""
+    algo = _build(name)
+    assert isinstance(algo, CQL)
+    algo.critic.CPU_BLOCK_ROWS = 7  # 16 states x 12 actions: 28 blocks, the last one short
+    before = copy.deepcopy(algo)
+    c, n, temp = algo.config, algo.config.n_actions, algo.config.cql_temperature
+    batch = dataset.sample(16)
+    stats = algo.update(batch)
+
+    t = batch.to_torch("cpu")
+    g = before.torch_rng
+    obs, obs_next = before.encoder(t.obs), before.encoder(t.obs_next)
+    act = t.act.float().reshape(16, -1)
+    b, a = act.shape
+    alpha = before.log_alpha.detach().exp()
+    with torch.no_grad():
+        act_next, _ = before.actor(obs_next, generator=g)
+        y = t.rew + t.discount * _q_one_pass(before.critic_target, obs_next, act_next).min(0).values
+    q_data = _q_one_pass(before.critic, obs, act)
+    td_loss = ((q_data - y) ** 2).sum(0).mean()
+    scale, bias = before.actor.action_scale, before.actor.action_bias
+    rand = bias - scale + 2 * scale * torch.rand((b, n, a), generator=g)
+    log_density_rand = -torch.log(2 * scale).sum()
+    with torch.no_grad():
+        pi, log_pi = before.actor(torch.cat([obs, obs_next]).repeat_interleave(n, dim=0), generator=g)
+    pi, log_pi = pi.reshape(2 * b, n, a), log_pi.reshape(2 * b, n)
+    acts = torch.cat([rand, pi[:b], pi[b:]], dim=1).reshape(b * 3 * n, a)
+    q_rand, q_pi, q_pi_next = _q_one_pass(before.critic, obs.repeat_interleave(3 * n, 0), acts).reshape(
+        2, b, 3 * n
+    ).split(n, dim=-1)
+    weighted = torch.cat(
+        [q_rand - log_density_rand, q_pi_next - log_pi[b:], q_pi - log_pi[:b]], dim=-1
+    )
+    gap_k = (temp * torch.logsumexp(weighted / temp, dim=-1) - q_data).mean(-1)
+    if c.lagrange:
+        alpha_prime = before.log_alpha_prime.detach().exp().clamp(0.0, 1e6)
+        critic_loss = td_loss + (alpha_prime * c.cql_alpha * (gap_k - c.target_action_gap)).sum()
+    else:
+        alpha_prime = torch.ones(())
+        critic_loss = td_loss + c.cql_alpha * gap_k.sum()
+    critic_grads = torch.autograd.grad(critic_loss, list(before.critic.parameters()))
+
+    pi_s, log_pi_s = before.actor(obs, generator=g)
+    actor_loss = (alpha * log_pi_s - _q_one_pass(algo.critic, obs, pi_s).min(0).values).mean()
+    actor_grads = torch.autograd.grad(actor_loss, list(before.actor.parameters()))
+
+    want = {
+        "critic_loss": critic_loss,
+        "td_loss": td_loss,
+        "cql_gap": gap_k.mean(),
+        "actor_loss": actor_loss,
+        "alpha": alpha,
+        "alpha_prime": alpha_prime,
+        "entropy": -log_pi_s.mean(),
+        "q_mean": q_data[0].mean(),
+    }
+    for key, value in want.items():
+        assert getattr(stats, key) == pytest.approx(float(value.detach()), rel=1e-5, abs=1e-6), key
+    for got_p, want_g in zip(algo.critic.parameters(), critic_grads, strict=True):
+        torch.testing.assert_close(got_p.grad, want_g, rtol=1e-5, atol=1e-6)
+    for got_p, want_g in zip(algo.actor.parameters(), actor_grads, strict=True):
+        torch.testing.assert_close(got_p.grad, want_g, rtol=1e-5, atol=1e-6)
 
 
 def test_td3bc_critic_loss_of_the_first_step_by_hand(dataset: rlcore.ReplayBuffer) -> None:

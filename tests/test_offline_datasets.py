@@ -65,3 +65,19 @@ def test_rollouts_stop_at_n_transitions_and_flag_the_cut_step_as_a_timeout() -> 
     assert steps["obs"].dtype == steps["act"].dtype == np.float32
     with pytest.raises(ValueError, match="one of them"):
         bench.rollouts("Pendulum-v1", lambda o: o, seed=0)
+
+
+def test_random_only_writes_uniform_random_steps_and_their_reference(tmp_path: Path) -> None:
+    pytest.importorskip("h5py")
+    from rlcore.datasets import read_d4rl
+
+    args = bench.argparse.Namespace(
+        env="Pendulum-v1", out=str(tmp_path), seed=0, transitions=250, ref_episodes=1
+    )
+    refs = bench.make_random_dataset(args)
+    assert refs["env"] == "Pendulum-v1" and list(refs["files"]) == ["pendulum-random"]
+    assert refs["files"]["pendulum-random"]["transitions"] == 250
+    assert json.loads((tmp_path / "references.json").read_text())["files"] == refs["files"]
+    steps = read_d4rl(tmp_path / "pendulum-random.hdf5")
+    act = np.asarray(steps.act)
+    assert act.shape == (250, 1) and (np.abs(act) <= 2.0).all() and act.std() > 0.5

@@ -195,10 +195,10 @@ class CQL(SquashedGaussianActorCritic):
         return self.critic(obs_XO, act_BNA.reshape(b * n, a)).reshape(-1, b, n)
 
     def _policy_samples(self, obs_BO: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """N actions of ``pi(.|s)`` per state ``[B, N, A]`` and their log-densities ``[B, N]``, no gradient."""
+        """N actions of ``pi(.|s)`` per state ``[B, N, A]`` and their log-densities ``[B, N]``, no
+        gradient; the policy network runs once per state (``SquashedGaussianActor.sample_n``)."""
         with torch.no_grad():
-            act_XA, log_pi_X = self.actor(obs_BO.repeat_interleave(n, dim=0), generator=self.torch_rng)
-        return act_XA.reshape(obs_BO.shape[0], n, -1), log_pi_X.reshape(obs_BO.shape[0], n)
+            return self.actor.sample_n(obs_BO, n, generator=self.torch_rng)
 
     def update(self, batch: TransitionBatch) -> CQLStats:
         """One critic step with the CQL regulariser (and alpha' step), one policy and temperature
