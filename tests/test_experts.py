@@ -10,7 +10,6 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-
 import rlcore
 
 EXPERTS = Path(__file__).resolve().parent.parent / "experts"

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import rlcore
 import rlcore._core as native
 
