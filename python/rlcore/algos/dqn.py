@@ -10,9 +10,8 @@ n-step returns and termination come from the buffer: ``batch.rew`` is the n-step
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -21,22 +20,18 @@ import torch
 import torch.nn.functional as F
 
 from rlcore.algos.common import (
-    TargetNetwork,
     adam,
-    anneal_learning_rate,
     as_torch,
     check_fields,
-    freeze,
-    gradient_step,
     obs_to_torch,
     resolve_device,
     td_priorities,
     td_target,
     weighted_mean,
 )
+from rlcore.algos.q_learning import DiscreteQLearner, epsilon_greedy
 from rlcore.batch import TransitionBatch
 from rlcore.nets import DiscreteQNetwork, ImageQNetwork, ObsEncoder, PixelObs, is_image_space
-from rlcore.schedules import LinearSchedule
 from rlcore.stats import not_logged
 
 __all__ = ["DQN", "DQNConfig", "DQNStats"]
@@ -120,42 +115,27 @@ class DQNStats:
     (not logged; the trainer hands them to ``buffer.update_priorities``)."""
 
 
-class DQN:
+@dataclass(eq=False, repr=False, kw_only=True)
+class DQN(DiscreteQLearner):
     """Double DQN for discrete actions.
+
+    Constructor arguments: those of :class:`~rlcore.algos.q_learning.DiscreteQLearner`
+    (``q_net`` maps ``obs_BO`` to ``q_BA``, ``[B, n_actions]``; ``config`` a :class:`DQNConfig`), and
 
     Args:
         encoder: flattens/normalises observations (:class:`~rlcore.nets.PixelObs` passes uint8
             images through); shared by online and target network.
-        q_net: maps ``obs_BO`` to ``q_BA`` (``[B, n_actions]``).
-        optimizer: optimises ``q_net`` (and nothing else).
-        n_actions: size of the discrete action space.
-        config: hyperparameters.
-        device: where the networks live (``None``/``"auto"``: cuda when available).
     """
 
-    def __init__(
-        self,
-        *,
-        encoder: ObsEncoder | PixelObs,
-        q_net: torch.nn.Module,
-        optimizer: torch.optim.Optimizer,
-        n_actions: int,
-        config: DQNConfig,
-        device: str | torch.device | None = None,
-    ) -> None:
-        self.config = config
-        self.device = resolve_device(device)
-        self.encoder = encoder.to(self.device)
-        self.q_net = q_net.to(self.device)
-        self.q_target = freeze(copy.deepcopy(self.q_net))
-        self._q_target = TargetNetwork(self.q_target, self.q_net)
-        self._q_params = list(self.q_net.parameters())
-        self.optimizer = optimizer
-        self.n_actions = n_actions
-        self.rng = np.random.default_rng(config.seed)
-        self.eval_rng = np.random.default_rng(None if config.seed is None else config.seed + 1)
-        self.explore_env_steps = 0
-        self.grad_steps = 0
+    encoder: ObsEncoder | PixelObs
+    eval_rng: np.random.Generator = field(init=False)
+    """The generator of ``act(deterministic=True)``'s epsilon (``seed + 1``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.encoder = self.encoder.to(self.device)
+        seed = self.config.seed
+        self.eval_rng = np.random.default_rng(None if seed is None else seed + 1)
 
     @classmethod
     def from_spaces(
@@ -202,12 +182,6 @@ class DQN:
             device=dev,
         )
 
-    @property
-    def epsilon(self) -> float:
-        """Linear schedule from ``eps_start`` to ``eps_end`` over ``eps_decay_env_steps`` env steps."""
-        c = self.config
-        return LinearSchedule(c.eps_start, c.eps_end, max(1, c.eps_decay_env_steps))(self.explore_env_steps)
-
     @torch.no_grad()
     def act(self, obs: Any, *, deterministic: bool = False) -> np.ndarray:
         """Epsilon-greedy actions int64 ``[N]`` for a NumPy batch of N observations.
@@ -218,17 +192,10 @@ class DQN:
         """
         q_NA = self.q_net(self.encoder(obs_to_torch(obs, self.device)))
         act_N = q_NA.argmax(-1).cpu().numpy().astype(np.int64)
-        n = act_N.shape[0]
-        if deterministic:
-            eps = self.config.eval_epsilon
-            if eps == 0.0:
-                return act_N
-            explore_N = self.eval_rng.random(n) < eps
-            return np.where(explore_N, self.eval_rng.integers(0, self.n_actions, size=n), act_N)
-        explore_N = self.rng.random(n) < self.epsilon
-        act_N = np.where(explore_N, self.rng.integers(0, self.n_actions, size=n), act_N)
-        self.explore_env_steps += n
-        return act_N
+        if not deterministic:
+            return self.explore(act_N)
+        eps = self.config.eval_epsilon
+        return act_N if eps == 0.0 else epsilon_greedy(act_N, self.eval_rng, eps, self.n_actions)
 
     def update(self, batch: TransitionBatch) -> DQNStats:
         """One gradient step on a sampled batch; the stats carry new priorities when ``batch.weights`` is set."""
@@ -256,13 +223,7 @@ class DQN:
             loss_B = F.mse_loss(q_B, y_B, reduction="none")
         loss = weighted_mean(loss_B, weights_B)
 
-        if c.lr_anneal_env_steps is not None:
-            anneal_learning_rate(self.optimizer, c.lr, self.explore_env_steps, c.lr_anneal_env_steps)
-        grad_norm = gradient_step(self.optimizer, loss, self._q_params, c.max_grad_norm)
-
-        self.grad_steps += 1
-        if self.grad_steps % c.target_update_interval == 0:
-            self._q_target.update(c.tau)
+        grad_norm = self.q_step(loss, c.tau)
 
         td_abs_B = (q_B.detach() - y_B).abs()
         return DQNStats(
@@ -276,27 +237,16 @@ class DQN:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, optimizer, counters and the exploration generator."""
+        """:meth:`DiscreteQLearner.state_dict`, the encoder and the evaluation generator."""
         return {
-            "config": asdict(self.config),
+            **super().state_dict(),
             "encoder": self.encoder.state_dict(),
-            "q_net": self.q_net.state_dict(),
-            "q_target": self.q_target.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "explore_env_steps": self.explore_env_steps,
-            "grad_steps": self.grad_steps,
-            "rng": self.rng.bit_generator.state,
             "eval_rng": self.eval_rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
         self.encoder.load_state_dict(state["encoder"])
-        self.q_net.load_state_dict(state["q_net"])
-        self.q_target.load_state_dict(state["q_target"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.explore_env_steps = int(state["explore_env_steps"])
-        self.grad_steps = int(state["grad_steps"])
-        self.rng.bit_generator.state = state["rng"]
+        super().load_state_dict(state)
         if "eval_rng" in state:  # checkpoints before eval_epsilon have none (greedy evaluation)
             self.eval_rng.bit_generator.state = state["eval_rng"]

@@ -18,9 +18,8 @@ bootstrap step read from the same unrolled sequence (the observation after the l
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -28,21 +27,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlcore.algos.common import (
-    TargetNetwork,
-    adam,
-    anneal_learning_rate,
-    check_fields,
-    freeze,
-    gradient_step,
-    resolve_device,
-    value_rescale,
-    value_rescale_inverse,
-)
+from rlcore.algos.common import adam, check_fields, resolve_device, value_rescale, value_rescale_inverse
+from rlcore.algos.q_learning import DiscreteQLearner
 from rlcore.batch import SequenceBatch
 from rlcore.errors import ApiUsageError, ShapeError
 from rlcore.nets import RecurrentQNetwork, RunningMeanStd
-from rlcore.schedules import LinearSchedule
 from rlcore.stats import not_logged
 
 __all__ = ["R2D2", "R2D2Config", "R2D2Stats"]
@@ -129,45 +118,34 @@ class R2D2Stats:
     """bool ``[B, L]`` the trained steps of each sequence (not logged), at least one per row."""
 
 
-class R2D2:
+@dataclass(eq=False, repr=False, kw_only=True)
+class R2D2(DiscreteQLearner):
     """Recurrent double DQN on sequences (R2D2's learner, single process).
 
-    Args:
-        q_net: a :class:`RecurrentQNetwork` (or a module with its signature).
-        optimizer: optimises ``q_net``.
-        n_actions: size of the discrete action space.
-        config: hyperparameters.
-        device: where the networks live (``None``/``"auto"``: cuda when available).
+    Constructor arguments: those of :class:`~rlcore.algos.q_learning.DiscreteQLearner`, with
+    ``q_net`` a :class:`RecurrentQNetwork` (or a module with its signature) and ``config`` an
+    :class:`R2D2Config`.
     """
 
-    def __init__(
-        self,
-        *,
-        q_net: RecurrentQNetwork,
-        optimizer: torch.optim.Optimizer,
-        n_actions: int,
-        config: R2D2Config,
-        device: str | torch.device | None = None,
-    ) -> None:
-        self.config = config
-        self.device = resolve_device(device)
-        self.q_net = q_net.to(self.device)
-        self.q_target = freeze(copy.deepcopy(self.q_net))
-        self._q_target = TargetNetwork(self.q_target, self.q_net)
-        self._q_params = list(self.q_net.parameters())
-        self.optimizer = optimizer
-        self.n_actions = n_actions
-        self.recurrent_size = q_net.recurrent_size
-        self._prev_width = n_actions if config.prev_action_input else 0
+    q_net: RecurrentQNetwork
+    recurrent_size: int = field(init=False)
+    """H, the GRU state's width."""
+    state_size: int = field(init=False)
+    """S, the width of the state ``act`` carries: H, or H + A with ``prev_action_input``."""
+    obs_rms: RunningMeanStd | None = field(init=False)
+    """Running observation statistics with ``normalize_obs``, else ``None``."""
+    _prev_width: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.recurrent_size = self.q_net.recurrent_size
+        self._prev_width = self.n_actions if self.config.prev_action_input else 0
         self.state_size = self.recurrent_size + self._prev_width
         self.obs_rms = (
-            RunningMeanStd(q_net.obs_dim - self._prev_width, eps=1e-8).to(self.device)
-            if config.normalize_obs
+            RunningMeanStd(self.q_net.obs_dim - self._prev_width, eps=1e-8).to(self.device)
+            if self.config.normalize_obs
             else None
         )
-        self.rng = np.random.default_rng(config.seed)
-        self.explore_env_steps = 0
-        self.grad_steps = 0
 
     @classmethod
     def from_spaces(
@@ -196,12 +174,6 @@ class R2D2:
         q_net.to(dev)
         return cls(q_net=q_net, optimizer=adam(q_net.parameters(), lr=config.lr), n_actions=n_actions,
                    config=config, device=dev)
-
-    @property
-    def epsilon(self) -> float:
-        """Linear schedule from ``eps_start`` to ``eps_end`` over ``eps_decay_env_steps`` env steps."""
-        c = self.config
-        return LinearSchedule(c.eps_start, c.eps_end, max(1, c.eps_decay_env_steps))(self.explore_env_steps)
 
     def _norm(self, obs_BTO: torch.Tensor) -> torch.Tensor:
         """Observations as the networks see them (normalised when ``normalize_obs``)."""
@@ -235,10 +207,7 @@ class R2D2:
         q_N1A, h_NH = self.q_net(self._inputs(obs_N1O, prev_N1A), state_NS[:, :h])
         act_N = q_N1A[:, 0].argmax(-1).cpu().numpy().astype(np.int64)
         if not deterministic:
-            n = act_N.shape[0]
-            explore_N = self.rng.random(n) < self.epsilon
-            act_N = np.where(explore_N, self.rng.integers(0, self.n_actions, size=n), act_N)
-            self.explore_env_steps += n
+            act_N = self.explore(act_N)
         h_next = h_NH.cpu().numpy().astype(np.float32)
         if self._prev_width:
             h_next = np.concatenate([h_next, np.eye(self.n_actions, dtype=np.float32)[act_N]], 1)
@@ -309,13 +278,7 @@ class R2D2:
         n_B = train_BL.sum(1)
         loss_B = (loss_BL * train_BL).sum(1) / n_B.clamp(min=1)
         loss = (loss_B * weights_B).mean() if weights_B is not None else loss_B.mean()
-        if c.lr_anneal_env_steps is not None:
-            anneal_learning_rate(self.optimizer, c.lr, self.explore_env_steps, c.lr_anneal_env_steps)
-        grad_norm = gradient_step(self.optimizer, loss, self._q_params, c.max_grad_norm)
-
-        self.grad_steps += 1
-        if self.grad_steps % c.target_update_interval == 0:
-            self._q_target.update(1.0)
+        grad_norm = self.q_step(loss, tau=1.0)
 
         td_abs_BL = (q_taken_BL.detach() - y_BL).abs()
         td_mask_BL = train_BL.clone()
@@ -333,17 +296,8 @@ class R2D2:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, optimizer, observation statistics, counters and the exploration generator."""
-        return {
-            "config": asdict(self.config),
-            "q_net": self.q_net.state_dict(),
-            "q_target": self.q_target.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "obs_rms": None if self.obs_rms is None else self.obs_rms.state_dict(),
-            "explore_env_steps": self.explore_env_steps,
-            "grad_steps": self.grad_steps,
-            "rng": self.rng.bit_generator.state,
-        }
+        """:meth:`DiscreteQLearner.state_dict` and the observation statistics."""
+        return {**super().state_dict(), "obs_rms": None if self.obs_rms is None else self.obs_rms.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned.
@@ -360,11 +314,6 @@ class R2D2:
                 f"value_rescaling={self.config.value_rescaling}: its Q-values are in other units "
                 f"(rlcore train: pass {'--value-rescaling' if saved else '--no-value-rescaling'})"
             )
-        self.q_net.load_state_dict(state["q_net"])
-        self.q_target.load_state_dict(state["q_target"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        super().load_state_dict(state)
         if self.obs_rms is not None:
             self.obs_rms.load_state_dict(state["obs_rms"])
-        self.explore_env_steps = int(state["explore_env_steps"])
-        self.grad_steps = int(state["grad_steps"])
-        self.rng.bit_generator.state = state["rng"]
