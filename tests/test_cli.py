@@ -131,8 +131,8 @@ def run_example(name: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> 
         ("pendulum_sac.py", ["--steps", "1100", "--n-step", "3", "--prioritized"], None),
         ("cartpole_dqn.py", ["--steps", "1300", "--dueling"], None),
         ("halfcheetah_sac.py", ["--steps", "300", "--checkpoint-every", "100"], "mujoco"),
-        ("fetch_her_ddpg.py", ["--steps", "200"], "gymnasium_robotics"),
-        ("fetch_her_sac.py", ["--steps", "200"], "gymnasium_robotics"),
+        ("fetch_her.py", ["--algo", "ddpg", "--steps", "200"], "gymnasium_robotics"),
+        ("fetch_her.py", ["--algo", "sac", "--steps", "200"], "gymnasium_robotics"),
     ],
 )
 def test_examples_run_short(
@@ -153,8 +153,8 @@ def test_fetchreach_ddpg_her_learns_in_2000_steps(
 ) -> None:
     """The main job, shortened: DDPG+HER on FetchReach-v4 (seed 0 reaches 1.0 at 1000 steps here)."""
     run_example(
-        "fetch_her_ddpg.py",
-        ["--steps", "2000", "--seed", "0", "--no-progress", "--device", "cpu"],
+        "fetch_her.py",
+        ["--algo", "ddpg", "--steps", "2000", "--seed", "0", "--no-progress", "--device", "cpu"],
         monkeypatch,
     )
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("final success rate:")][0]

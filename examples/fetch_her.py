@@ -1,19 +1,24 @@
-"""SAC + hindsight experience replay on FetchReach-v4.
+"""DDPG or SAC + hindsight experience replay on FetchReach-v4, the rlcore main job.
 
-Soft Actor-Critic (Haarnoja et al. 2018) with a learned temperature on rlcore's Rust replay core:
+The recipe of the HER paper's implementation (Andrychowicz et al. 2017, appendix A), on rlcore's
+Rust replay core:
 
 * observations (``observation``, ``achieved_goal``, ``desired_goal``) are flattened and normalised
-  with running statistics, clipped to [-5, 5] (as in the HER paper's implementation);
+  with running statistics, clipped to [-5, 5];
 * TD targets clipped to [-1 / (1 - gamma), 0], the range of returns of a -1/0 reward;
 * HER "future" relabeling with k = 4 (80 % of sampled transitions get a goal achieved later in
   their episode) computed inside the buffer with the native Fetch reward ``-(|ag - g| > 0.05)``;
-* tau = 0.05, gamma = 0.98, batch 256, 0.5 gradient steps per env step.
+* 3 x 256 MLPs, Adam 1e-3, tau = 0.05, gamma = 0.98, batch 256, 0.5 gradient steps per env step;
+* ``--algo ddpg`` (the paper's): exploration by Gaussian noise of 0.2 x the action range and a
+  uniformly random action with probability 0.3, an L2 penalty on actions in the actor loss;
+* ``--algo sac`` (Haarnoja et al. 2018): twin critics and a learned temperature (Adam 1e-3).
 
 Needs ``pip install "gymnasium-robotics==1.4.2" "mujoco>=3.3.7,<3.12"`` (see the README).
 
 Usage::
 
-    python examples/fetch_her_sac.py --steps 8000 --seed 0
+    python examples/fetch_her.py --algo ddpg --steps 5000 --seed 0
+    python examples/fetch_her.py --algo sac --steps 8000 --seed 0
 
 It prints one line per evaluation and ends with the final success rate.
 """
@@ -29,14 +34,15 @@ from pathlib import Path
 import gymnasium as gym
 import rlcore
 import torch
-from rlcore.algos import SAC, SACConfig
+from rlcore.algos import DDPG, SAC, DDPGConfig, SACConfig
 from rlcore.logging import ConsoleLogger, JsonlLogger, MultiLogger
 from rlcore.trainers import OffPolicyTrainer, OffPolicyTrainerConfig
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=8_000, help="training env steps")
+    parser.add_argument("--algo", choices=("ddpg", "sac"), default="ddpg")
+    parser.add_argument("--steps", type=int, default=None, help="training env steps (ddpg: 5000, sac: 8000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-envs", type=int, default=2, help="training envs")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
@@ -45,8 +51,27 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def make_agent(args: argparse.Namespace, obs_space: gym.Space, act_space: gym.Space, gamma: float) -> DDPG | SAC:
+    """The recipe's agent: the settings both algorithms share, and each one's own."""
+    shared = dict(
+        hidden=(256, 256, 256),
+        actor_lr=1e-3,
+        critic_lr=1e-3,
+        tau=0.05,
+        q_target_clip=(-1.0 / (1.0 - gamma), 0.0),
+        normalize_obs=True,
+        seed=args.seed,
+    )
+    if args.algo == "ddpg":
+        config = DDPGConfig(**shared, exploration_noise=0.2, random_action_prob=0.3, action_l2=1.0)
+        return DDPG.from_spaces(obs_space, act_space, config, device=args.device)
+    return SAC.from_spaces(obs_space, act_space, SACConfig(**shared, alpha_lr=1e-3), device=args.device)
+
+
 def main() -> None:
     args = parse_args()
+    if args.steps is None:
+        args.steps = 5_000 if args.algo == "ddpg" else 8_000
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -70,21 +95,7 @@ def main() -> None:
         distance_threshold=0.05,
     )
 
-    # Agent: SAC with twin critics, learned temperature, normalised observations.
-    agent = SAC.from_spaces(
-        obs_space,
-        act_space,
-        SACConfig(
-            hidden=(256, 256, 256),
-            actor_lr=1e-3,
-            critic_lr=1e-3,
-            alpha_lr=1e-3,
-            tau=0.05,
-            q_target_clip=(-1.0 / (1.0 - gamma), 0.0),
-            normalize_obs=True,
-        ),
-        device=args.device,
-    )
+    agent = make_agent(args, obs_space, act_space, gamma)
 
     # Trainer: each iteration collects one 50-step episode per env (100 env steps with 2 envs),
     # then runs 0.5 gradient steps per env step; evaluate 10 episodes every 500 env steps.
