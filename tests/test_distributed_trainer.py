@@ -27,7 +27,6 @@ from rlcore.distributed import (  # noqa: E402
     DistributedTrainer,
     ShardedReplayBuffer,
     init_ray,
-    shard_factory_like,
 )
 from rlcore.stats import not_logged  # noqa: E402
 
@@ -415,29 +414,6 @@ def test_distributed_resume_continues_exactly_with_fresh_episodes_from_the_resum
     first.buffer.close()
     b.buffer.close()
     c.buffer.close()
-
-
-def test_shard_factory_gives_her_shards_every_parameter_of_the_local_buffer():
-    """Shards like a HER buffer get all its HER parameters (a second copy of the keyword list once
-    dropped finished_only and exact_ratio) and the seed the sharded buffer gives them."""
-    local = rlcore.HERReplayBuffer(
-        1000, num_envs=2, seed=0, distance_threshold=0.1, strategy="final", future_k=2, prioritized=True,
-        alpha=0.7, finished_only=False, exact_ratio=True,
-    )
-    make = shard_factory_like(local, num_shards=2, num_envs=2)
-    shard = make(num_envs=2, seed=7)
-    assert shard._config() == {**local._config(), "capacity": shard.capacity}
-    plain = rlcore.HERReplayBuffer(1000, num_envs=2, seed=0, distance_threshold=0.1, finished_only=True)
-    assert shard_factory_like(plain, num_shards=2, num_envs=2)(num_envs=2, seed=7).finished_only
-    a, b = make(num_envs=2, seed=7), make(num_envs=2, seed=7)
-    obs = {"observation": np.zeros((2, 1), F32), "achieved_goal": np.zeros((2, 1), F32),
-           "desired_goal": np.ones((2, 1), F32)}
-    for buf in (a, b):
-        for t in range(20):
-            o = {k: v + t for k, v in obs.items()}
-            buf.add(o, np.zeros((2, 1), F32), np.zeros(2, F32), np.zeros(2, bool), np.full(2, t % 5 == 4),
-                    {k: v + 1 for k, v in o.items()})
-    assert np.array_equal(a.sample(64).indices, b.sample(64).indices)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -121,6 +121,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return cls(
             config["capacity"],
             num_envs=config["num_envs"],
+            seed=kwargs.get("seed"),
             alpha=config["alpha"],
             beta=config["beta"],
             eps=config["eps"],

@@ -484,7 +484,14 @@ class ReplayBuffer(RawBuffer):
 
     @classmethod
     def _from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ReplayBuffer:
-        return cls(config["capacity"], num_envs=config["num_envs"], frame_stack=config.get("frame_stack"))
+        """An empty buffer of ``config`` (:meth:`_config`'s) with ``kwargs``' ``seed`` (``None``:
+        from the OS)."""
+        return cls(
+            config["capacity"],
+            num_envs=config["num_envs"],
+            seed=kwargs.get("seed"),
+            frame_stack=config.get("frame_stack"),
+        )
 
     def _snapshot(self) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
         """(schema, state parts) taken together: if another thread's first add declares the

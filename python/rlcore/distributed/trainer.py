@@ -391,16 +391,18 @@ class DistributedTrainer(Trainer):
         self.buffer.shard_sizes()  # the barrier: queued collector writes land before it returns
 
 
-def _her_shard_buffer(
+def _shard_buffer(
     env_id: str | None, capacity: int, cfg: Mapping[str, Any], *, num_envs: int, seed: int | None
 ) -> Any:
-    """A HER shard with every HER parameter of ``cfg`` (the local buffer's ``_config()``, read back
-    by ``HERReplayBuffer._from_config``); a Python ``compute_reward`` is rebuilt from ``env_id``
-    inside the shard (env methods such as MuJoCo's do not pickle)."""
+    """A shard of the local buffer's kind with every parameter of ``cfg`` (its ``_config()``, read
+    back by the kind's ``_from_config``: frame stacking, PER and HER settings); a HER buffer's
+    Python ``compute_reward`` is rebuilt from ``env_id`` inside the shard (env methods such as
+    MuJoCo's do not pickle)."""
     from rlcore import buffers
 
+    kinds = {"replay": buffers.ReplayBuffer, "prioritized": buffers.PrioritizedReplayBuffer, "her": buffers.HERReplayBuffer}
     compute_reward = None
-    if cfg["distance_threshold"] is None:
+    if cfg["kind"] == "her" and cfg["distance_threshold"] is None:
         import gymnasium as gym
 
         if env_id is None:
@@ -409,7 +411,7 @@ def _her_shard_buffer(
             register_robotics()
         compute_reward = getattr(gym.make(env_id).unwrapped, "compute_reward")  # noqa: B009
     config = {**cfg, "capacity": capacity, "num_envs": num_envs}
-    return buffers.HERReplayBuffer._from_config(config, compute_reward=compute_reward, seed=seed)
+    return kinds[cfg["kind"]]._from_config(config, compute_reward=compute_reward, seed=seed)
 
 
 def shard_factory_like(
@@ -429,19 +431,9 @@ def shard_factory_like(
         ApiUsageError: a HER buffer with a Python ``compute_reward`` and no ``env_id`` to rebuild
             it from.
     """
-    from rlcore import buffers
-
     cfg = buffer._config()
     capacity = -(-(cfg["capacity"] + 1_000 * num_envs) // num_shards)
     capacity = -(-capacity // num_envs) * num_envs if shard_capacity is None else int(shard_capacity)
-    if cfg["kind"] == "her":
-        if cfg["distance_threshold"] is None and env_id is None:
-            raise ApiUsageError(
-                "a HER buffer with a Python compute_reward needs env_id to rebuild it in the shards"
-            )
-        return functools.partial(_her_shard_buffer, env_id, capacity, cfg)
-    if cfg["kind"] == "prioritized":
-        return functools.partial(
-            buffers.PrioritizedReplayBuffer, capacity, alpha=cfg["alpha"], beta=cfg["beta"], eps=cfg["eps"]
-        )
-    return functools.partial(buffers.ReplayBuffer, capacity)
+    if cfg["kind"] == "her" and cfg["distance_threshold"] is None and env_id is None:
+        raise ApiUsageError("a HER buffer with a Python compute_reward needs env_id to rebuild it in the shards")
+    return functools.partial(_shard_buffer, env_id, capacity, cfg)
