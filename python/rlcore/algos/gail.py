@@ -195,7 +195,7 @@ class GAIL:
         self.rng = np.random.default_rng(config.seed)
         self.torch_rng = torch_generator(config.seed, self.device, stream=2)
         # expert pairs come from GAIL's own stream, not the expert buffer's: checkpoints hold it
-        self.expert_draws = DatasetDraws(expert, None if config.seed is None else (config.seed, 3))
+        self.expert_draws = DatasetDraws(expert, (config.seed, 3))
         self._clip = action_bounds(action_space)
         self.expert_absorbing_share = float("nan")
         """``s_E``: terminated expert episodes / (expert transitions + terminated episodes)."""
