@@ -41,6 +41,15 @@ these are made on) and to 10k on Pendulum (50 episodes). MuJoCo SAC stops as soo
 policy is kept (``--env-steps`` is the most it may take; it fails with the best return seen if the
 target is not reached); Pendulum trains to ``--env-steps``.
 
+``--from-run RUN_DIR`` takes the medium policy and medium-replay from a checkpoint of a MuJoCo
+campaign run instead of training SAC here: ``RUN_DIR`` holds the run's ``config.json`` and a
+``checkpoint/`` (``rlcore train`` checkpoints every 25k env steps, replay buffer included); a copy
+of the checkpoint at the env step where the run's evaluation is in the medium range serves. The
+SAC policy of that checkpoint is the medium policy, its buffer the medium-replay file; the expert
+is the committed expert file as above::
+
+    python benches/offline_datasets.py --env Hopper-v5 --out data/offline/hopper --from-run runs/sac-hopper-s0-at-75k
+
 ``--random-only`` skips all of that and writes ``ENV-random.hdf5`` (D4RL's random sets:
 ``--transitions`` steps of uniform random actions) and a ``references.json`` with the random
 reference return only: files of the right shapes in seconds, for ``offline_d3rlpy.py speed``
@@ -231,21 +240,37 @@ def file_summary(steps: dict[str, np.ndarray], returns: list[float]) -> dict[str
 # -- the command ------------------------------------------------------------------------------------
 
 
-def make_datasets(args: argparse.Namespace) -> dict[str, Any]:
-    """Train SAC, keep the medium policy, write the three files and references.json (module docstring)."""
-    t_start = time.perf_counter()
-    env_id, out, seed = args.env, Path(args.out), args.seed
-    out.mkdir(parents=True, exist_ok=True)
-    prefix = dataset_prefix(env_id)
-    base = recipe(env_id)
-    flags = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(Recipe) if f.name != "expert"}
-    r = dataclasses.replace(base, **{k: v for k, v in flags.items() if v is not None})
-    if args.expert is not None:
-        r = dataclasses.replace(r, expert=None if args.expert == "none" else Path(args.expert))
-    expert = rlcore.load_policy(r.expert) if r.expert is not None else None
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
+@dataclass
+class Medium:
+    """The medium policy and the replay it was trained on."""
 
+    sac: Any
+    """The SAC learner (acts with sampled or deterministic actions)."""
+    env_steps: int
+    """Env steps SAC had taken."""
+    replay: dict[str, np.ndarray]
+    """Its replay buffer up to then, as :func:`rollouts`' arrays."""
+    source: str
+    """Where it came from, for the files' metadata and references.json."""
+    final: Any = None
+    """SAC at the end of its run when it trained on past the medium point (no expert file), else ``None``."""
+
+
+def buffer_rows(buffer: rlcore.ReplayBuffer) -> dict[str, np.ndarray]:
+    """Every stored transition of ``buffer`` in storage order (one env: the order of collection)."""
+    rows = np.flatnonzero(np.asarray(buffer.is_transition(np.arange(buffer.capacity))))
+    b = buffer.sample_at(rows)
+    return {
+        "obs": np.asarray(b.obs), "act": np.asarray(b.act), "rew": np.asarray(b.rew),
+        "terminated": np.asarray(b.terminated), "truncated": np.asarray(b.truncated),
+        "obs_next": np.asarray(b.obs_next),
+    }  # fmt: skip
+
+
+def train_medium(env_id: str, r: Recipe, args: argparse.Namespace, t_start: float) -> Medium:
+    """Train SAC until its deterministic policy reaches ``r.medium_return`` (module docstring);
+    without an expert file, train on to ``r.env_steps`` for the final (expert) policy."""
+    seed = args.seed
     envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)])
     obs_space, act_space = envs.single_observation_space, envs.single_action_space
     assert isinstance(act_space, gym.spaces.Box)  # SAC: continuous actions
@@ -253,10 +278,8 @@ def make_datasets(args: argparse.Namespace) -> dict[str, Any]:
     buffer = rlcore.ReplayBuffer.from_spaces(obs_space, act_space, capacity=r.env_steps + 1000, seed=seed)
     warmup = args.warmup_env_steps if args.warmup_env_steps is not None else r.trainer.warmup_env_steps
     config = dataclasses.replace(r.trainer, max_env_steps=r.env_steps, warmup_env_steps=warmup, seed=seed)
-
-    medium: Any = None
-    medium_at, best = 0, -np.inf
-    files: dict[str, dict[str, Any]] = {}
+    medium: Medium | None = None
+    best = -np.inf
     for stats in OffPolicyTrainer(sac, buffer, envs, config=config):
         n = stats.env_steps
         if medium is None and n >= r.medium_at and n % r.check_every == 0:
@@ -267,23 +290,8 @@ def make_datasets(args: argparse.Namespace) -> dict[str, Any]:
                 flush=True,
             )
             if ret >= r.medium_return:
-                medium, medium_at = copy.deepcopy(sac), n
-                rows = np.flatnonzero(np.asarray(buffer.is_transition(np.arange(buffer.capacity))))
-                b = buffer.sample_at(rows)
-                replay = {
-                    "obs": np.asarray(b.obs), "act": np.asarray(b.act), "rew": np.asarray(b.rew),
-                    "terminated": np.asarray(b.terminated), "truncated": np.asarray(b.truncated),
-                    "obs_next": np.asarray(b.obs_next),
-                }  # fmt: skip
-                name = f"{prefix}-medium-replay"
-                write(out / f"{name}.hdf5", replay, env=env_id, policy=f"SAC replay buffer, env steps 1-{n}")
-                ends = replay["terminated"] | replay["truncated"]
-                files[name] = {
-                    "transitions": int(rows.size),
-                    "episodes": int(ends.sum()),
-                    "return_mean": round(float(np.mean(_episode_returns(replay["rew"], ends))), 1),
-                }
-                if expert is not None:
+                medium = Medium(copy.deepcopy(sac), n, buffer_rows(buffer), f"SAC at env step {n}")
+                if r.expert is not None:
                     break
     envs.close()
     if medium is None:
@@ -291,15 +299,74 @@ def make_datasets(args: argparse.Namespace) -> dict[str, Any]:
             f"{env_id}: SAC did not reach the medium return {r.medium_return} in {r.env_steps} env steps "
             f"(best check {best:.1f}); raise --env-steps or lower --medium-return"
         )
+    if r.expert is None:
+        medium.final = sac
+    return medium
+
+
+def medium_from_run(env_id: str, run_dir: Path) -> Medium:
+    """The medium policy and replay of a checkpointed ``rlcore train --algo sac`` run directory
+    (``config.json`` and ``checkpoint/``, e.g. a copy of a campaign run's checkpoint at some env
+    step): its SAC and the checkpoint's replay buffer.
+
+    Raises:
+        SystemExit: the run is not a SAC run on ``env_id``, or its checkpoint holds no buffer.
+    """
+    from rlcore.trainers import checkpoint as ckpt_format
+
+    policy = rlcore.load_policy(run_dir)
+    args = json.loads((run_dir / "config.json").read_text())["args"]
+    if args["algo"] != "sac" or args["env"] != env_id:
+        sys.exit(f"{run_dir}: a {args['algo']} run on {args['env']}, not SAC on {env_id}")
+    ckpt = ckpt_format.load(run_dir / "checkpoint")
+    if not ckpt.has_buffer:
+        sys.exit(f"{run_dir}/checkpoint holds no replay buffer")
+    buffer = rlcore.ReplayBuffer.load(ckpt.data_dir / ckpt_format.BUFFER_DIR)
+    n = int(ckpt.counter("env_steps"))
+    source = f"rlcore train --algo sac --env {env_id} --seed {args['seed']}, checkpoint at env step {n}"
+    return Medium(policy.algorithm, n, buffer_rows(buffer), source)
+
+
+def make_datasets(args: argparse.Namespace) -> dict[str, Any]:
+    """Keep a medium SAC policy (trained here, or ``--from-run``'s), write the three files and
+    references.json (module docstring)."""
+    t_start = time.perf_counter()
+    env_id, out, seed = args.env, Path(args.out), args.seed
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = dataset_prefix(env_id)
+    base = recipe(env_id)
+    flags = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(Recipe) if f.name != "expert"}
+    r = dataclasses.replace(base, **{k: v for k, v in flags.items() if v is not None})
+    if args.expert is not None:
+        r = dataclasses.replace(r, expert=None if args.expert == "none" else Path(args.expert))
+    expert = rlcore.load_policy(r.expert) if r.expert is not None else None
+    if args.from_run is not None and expert is None:
+        sys.exit("--from-run needs an expert policy file (--expert): the run's checkpoint is the medium policy")
+    act_space = gym.make(env_id).action_space
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+
+    medium = medium_from_run(env_id, Path(args.from_run)) if args.from_run else train_medium(env_id, r, args, t_start)
+    files: dict[str, dict[str, Any]] = {}
+    name = f"{prefix}-medium-replay"
+    replay = medium.replay
+    write(out / f"{name}.hdf5", replay, env=env_id, policy=f"replay buffer of {medium.source}")
+    ends = replay["terminated"] | replay["truncated"]
+    files[name] = {
+        "transitions": int(replay["rew"].shape[0]),
+        "episodes": int(ends.sum()),
+        "return_mean": round(float(np.mean(_episode_returns(replay["rew"], ends))), 1),
+    }
 
     name = f"{prefix}-medium"
     steps, returns = rollouts(
-        env_id, lambda o: medium.act(o, deterministic=False), transitions=r.transitions, seed=1_000
+        env_id, lambda o: medium.sac.act(o, deterministic=False), transitions=r.transitions, seed=1_000
     )
-    write(out / f"{name}.hdf5", steps, env=env_id, policy=f"SAC at env step {medium_at}, sampled actions")
+    write(out / f"{name}.hdf5", steps, env=env_id, policy=f"{medium.source}, sampled actions")
     files[name] = file_summary(steps, returns)
 
-    expert_policy: Policy = expert if expert is not None else (lambda o: sac.act(o, deterministic=True))
+    final = medium.final
+    expert_policy: Policy = expert if expert is not None else (lambda o: final.act(o, deterministic=True))
     expert_source = _shown(r.expert) if r.expert is not None else f"SAC at env step {r.env_steps}"
     name = f"{prefix}-expert"
     steps, returns = rollouts(env_id, expert_policy, transitions=r.transitions, seed=2_000)
@@ -320,11 +387,12 @@ def make_datasets(args: argparse.Namespace) -> dict[str, Any]:
         "reference_episodes": args.ref_episodes,
         "d4rl_reference_returns": D4RL_REFERENCE_RETURNS.get(prefix),
         "medium_target_return": r.medium_return,
-        "medium_at_env_steps": medium_at,
+        "medium_policy": medium.source,
+        "medium_at_env_steps": medium.env_steps,
         "medium_policy_return": mean_return(
-            env_id, lambda o: medium.act(o, deterministic=True), args.ref_episodes, 5_000
+            env_id, lambda o: medium.sac.act(o, deterministic=True), args.ref_episodes, 5_000
         ),
-        "sac_env_steps": medium_at if expert is not None else r.env_steps,
+        "sac_env_steps": medium.env_steps if expert is not None else r.env_steps,
         "seed": seed,
         "files": files,
         "wall_s": round(time.perf_counter() - t_start, 1),
@@ -399,6 +467,10 @@ def main() -> None:
         "--expert", help="expert policy file (default experts/ENV-sac.npz; 'none': SAC's final)"
     )
     parser.add_argument("--ref-episodes", type=int, default=20, help="episodes per reference return")
+    parser.add_argument(
+        "--from-run",
+        help="a SAC run directory (config.json, checkpoint/ with its buffer) whose policy is the medium one: no training",
+    )
     parser.add_argument(
         "--random-only", action="store_true", help="only ENV-random.hdf5 (uniform random actions), no SAC"
     )
