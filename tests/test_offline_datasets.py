@@ -81,3 +81,26 @@ def test_random_only_writes_uniform_random_steps_and_their_reference(tmp_path: P
     steps = read_d4rl(tmp_path / "pendulum-random.hdf5")
     act = np.asarray(steps.act)
     assert act.shape == (250, 1) and (np.abs(act) <= 2.0).all() and act.std() > 0.5
+
+
+def test_from_run_takes_the_medium_policy_and_replay_from_a_sac_checkpoint(tmp_path: Path) -> None:
+    """``--from-run``: the checkpoint's SAC acts, and medium-replay is its buffer, every step in the
+    order collected (rewards as the env gave them; obs_next of a step is the next step's obs
+    inside an episode)."""
+    from rlcore.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", "--algo", "sac", "--env", "Pendulum-v1", "--steps", "450", "--seed", "3",
+                 "--no-progress", "--device", "cpu", "--out", str(run)]) == 0  # fmt: skip
+    medium = bench.medium_from_run("Pendulum-v1", run)
+    replay = medium.replay
+    assert medium.env_steps == 450 and replay["rew"].shape == (450,)
+    assert replay["obs"].shape == (450, 3) and replay["act"].shape == (450, 1)
+    assert replay["truncated"][199] and replay["truncated"][399] and replay["truncated"].sum() == 2
+    inside = ~(replay["terminated"] | replay["truncated"])[:-1]
+    np.testing.assert_array_equal(replay["obs_next"][:-1][inside], replay["obs"][1:][inside])
+    assert "env step 450" in medium.source
+    act = medium.sac.act(replay["obs"][:4], deterministic=True)
+    assert act.shape == (4, 1) and np.all(np.abs(act) <= 2.0)
+    with pytest.raises(SystemExit, match="not SAC on Hopper-v5"):
+        bench.medium_from_run("Hopper-v5", run)
