@@ -237,22 +237,30 @@ def speed_command(args: argparse.Namespace) -> None:
 
 
 def scores_command(args: argparse.Namespace) -> None:
+    """Train and evaluate every (dataset, algorithm, library, seed); one JSON line per run, printed
+    and, with ``--json``, appended to that file as soon as the run ends (a long sweep that stops
+    keeps what it finished). With ``--eval-every N`` the policy is also evaluated every N gradient
+    steps (the ``curve`` of the row: ``[grad_steps, score]`` pairs; training time excludes them)."""
     torch.set_num_threads(1)
     refs = references(Path(args.data))
     reference = (refs["random_return"], refs["expert_return"])
-    results = []
     for dataset in args.datasets or dataset_names(refs):
         path = Path(args.data) / f"{dataset}.hdf5"
         for algo in args.algos:
             steps = args.steps if algo != "cql" else args.cql_steps
-            for lib, cls in LEARNERS.items():
-                for seed in args.seeds:
-                    learner = cls(algo, path, refs["env"], seed, steps)
-                    t0 = time.perf_counter()
-                    for _ in range(steps):
+            for seed in args.seeds:
+                for lib in args.libs:
+                    learner = LEARNERS[lib](algo, path, refs["env"], seed, steps)
+                    train_s, curve = 0.0, []
+                    for done in range(1, steps + 1):
+                        t0 = time.perf_counter()
                         learner.step()
-                    train_s = time.perf_counter() - t0
+                        train_s += time.perf_counter() - t0
+                        if args.eval_every and done % args.eval_every == 0 and done < steps:
+                            score = normalized_score(evaluate(learner, refs["env"], args.eval_episodes), reference)
+                            curve.append([done, round(score, 1)])
                     ret = evaluate(learner, refs["env"])
+                    score = round(normalized_score(ret, reference), 1)
                     row = {
                         "dataset": dataset,
                         "algo": algo,
@@ -260,13 +268,14 @@ def scores_command(args: argparse.Namespace) -> None:
                         "seed": seed,
                         "grad_steps": steps,
                         "return": round(ret, 1),
-                        "score": round(normalized_score(ret, reference), 1),
+                        "score": score,
                         "train_s": round(train_s, 1),
+                        "curve": [*curve, [steps, score]],
                     }
-                    results.append(row)
                     print(json.dumps(row), flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+                    if args.json:
+                        with open(args.json, "a") as f:
+                            f.write(json.dumps(row) + "\n")
 
 
 def main() -> None:
@@ -285,7 +294,10 @@ def main() -> None:
     c.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     c.add_argument("--steps", type=int, default=5_000)
     c.add_argument("--cql-steps", type=int, default=1_000)
-    c.add_argument("--json", default=None)
+    c.add_argument("--libs", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
+    c.add_argument("--eval-every", type=int, default=0, help="also evaluate every N gradient steps (0: at the end only)")
+    c.add_argument("--eval-episodes", type=int, default=5, help="episodes of each intermediate evaluation")
+    c.add_argument("--json", default=None, help="append one JSON line per run to this file")
     args = parser.parse_args()
     {"speed": speed_command, "scores": scores_command}[args.command](args)
 
