@@ -130,6 +130,8 @@ def run_example(name: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> 
     [
         ("pendulum_sac.py", ["--steps", "1100", "--n-step", "3", "--prioritized"], None),
         ("cartpole_dqn.py", ["--steps", "1300", "--dueling"], None),
+        ("ppo.py", ["--env", "CartPole-v1", "--steps", "600"], None),
+        ("ppo.py", ["--env", "Pendulum-v1", "--steps", "2048"], None),
         ("halfcheetah_sac.py", ["--steps", "300", "--checkpoint-every", "100"], "mujoco"),
         ("fetch_her.py", ["--algo", "ddpg", "--steps", "200"], "gymnasium_robotics"),
         ("fetch_her.py", ["--algo", "sac", "--steps", "200"], "gymnasium_robotics"),
